@@ -1,0 +1,499 @@
+//! A validating JSON scanner over a complete byte slice.
+//!
+//! Hand-written on purpose: the rewriter must walk a document once, skip every subtree no rule
+//! touches at memchr speed while still validating it, and know the exact byte span of every value
+//! it edits so that untouched bytes (key order, whitespace, number text, escapes) are copied as
+//! the server sent them. serde_json validates but does not expose spans of nested values, and a
+//! DOM round trip is an order of magnitude slower than a scan (see `benches/`).
+
+use std::borrow::Cow;
+
+use crate::error::JsonError;
+
+/// Nesting deeper than this is rejected, as serde_json does.
+pub const MAX_DEPTH: u32 = 128;
+
+/// Result of scanner operations.
+pub type Result<T, E = JsonError> = std::result::Result<T, E>;
+
+/// A cursor over a JSON document held in memory.
+#[derive(Clone)]
+pub struct Scanner<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    depth: u32,
+    /// Added to positions in errors, for documents cut out of a larger stream.
+    base: usize,
+}
+
+/// A string token: its span (quotes included) and its decoded text.
+#[derive(Debug, Clone)]
+pub struct Str<'a> {
+    /// Offset of the opening quote.
+    pub start: usize,
+    /// Offset one past the closing quote.
+    pub end: usize,
+    /// Decoded text.
+    pub text: Cow<'a, str>,
+}
+
+impl<'a> Scanner<'a> {
+    /// A scanner at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0, depth: 0, base: 0 }
+    }
+
+    /// A scanner whose error offsets are shifted by `base`.
+    pub fn with_base(buf: &'a [u8], base: usize) -> Self {
+        Self { buf, pos: 0, depth: 0, base }
+    }
+
+    /// The whole input.
+    pub fn input(&self) -> &'a [u8] {
+        self.buf
+    }
+
+    /// Current offset.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Moves to `pos` (which must be a token boundary).
+    pub fn seek(&mut self, pos: usize) {
+        self.pos = pos;
+    }
+
+    /// An error at the current position.
+    pub fn err(&self, msg: &'static str) -> JsonError {
+        JsonError { offset: self.base + self.pos, msg, eof: false }
+    }
+
+    fn eof(&self) -> JsonError {
+        JsonError { offset: self.base + self.pos, msg: "unexpected end of input", eof: true }
+    }
+
+    /// Skips whitespace.
+    #[inline]
+    pub fn ws(&mut self) {
+        while let Some(&b) = self.buf.get(self.pos) {
+            if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The next non-whitespace byte, not consumed.
+    #[inline]
+    pub fn peek(&mut self) -> Result<u8> {
+        self.ws();
+        self.buf.get(self.pos).copied().ok_or_else(|| self.eof())
+    }
+
+    /// Consumes `b` (after whitespace) or fails.
+    #[inline]
+    pub fn expect(&mut self, b: u8, msg: &'static str) -> Result<()> {
+        if self.peek()? == b {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.err(msg))
+        }
+    }
+
+    /// Checks that only whitespace is left.
+    pub fn end(&mut self) -> Result<()> {
+        self.ws();
+        if self.pos == self.buf.len() { Ok(()) } else { Err(self.err("trailing characters")) }
+    }
+
+    fn enter(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH { Err(self.err("recursion limit exceeded")) } else { Ok(()) }
+    }
+
+    /// Opens an object: consumes `{`. Then call [`Scanner::next_key`] until it returns `None`.
+    pub fn begin_object(&mut self) -> Result<()> {
+        self.expect(b'{', "expected `{`")?;
+        self.enter()
+    }
+
+    /// The next key of an object (its `:` consumed), or `None` after the closing `}`.
+    pub fn next_key(&mut self, first: &mut bool) -> Result<Option<Str<'a>>> {
+        let b = self.peek()?;
+        if b == b'}' {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(None);
+        }
+        if !*first {
+            if b != b',' {
+                return Err(self.err("expected `,` or `}`"));
+            }
+            self.pos += 1;
+            if self.peek()? != b'"' {
+                return Err(self.err("expected a key"));
+            }
+        } else if b != b'"' {
+            return Err(self.err("expected a key or `}`"));
+        }
+        *first = false;
+        let key = self.string()?;
+        self.expect(b':', "expected `:`")?;
+        Ok(Some(key))
+    }
+
+    /// Opens an array: consumes `[`. Then call [`Scanner::next_elem`] until it returns false.
+    pub fn begin_array(&mut self) -> Result<()> {
+        self.expect(b'[', "expected `[`")?;
+        self.enter()
+    }
+
+    /// Moves to the next element; false after the closing `]`.
+    pub fn next_elem(&mut self, first: &mut bool) -> Result<bool> {
+        let b = self.peek()?;
+        if b == b']' {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(false);
+        }
+        if !*first {
+            if b != b',' {
+                return Err(self.err("expected `,` or `]`"));
+            }
+            self.pos += 1;
+            self.ws();
+        }
+        *first = false;
+        Ok(true)
+    }
+
+    /// Reads a string value and decodes it.
+    pub fn string(&mut self) -> Result<Str<'a>> {
+        self.ws();
+        let start = self.pos;
+        let (end, escaped) = self.skip_string()?;
+        let raw = &self.buf[start + 1..end - 1];
+        let text = if escaped {
+            Cow::Owned(unescape(raw).map_err(|(i, msg)| JsonError {
+                offset: self.base + start + 1 + i,
+                msg,
+                eof: false,
+            })?)
+        } else {
+            // skip_string validated UTF-8.
+            Cow::Borrowed(std::str::from_utf8(raw).map_err(|_| self.err("invalid UTF-8"))?)
+        };
+        Ok(Str { start, end, text })
+    }
+
+    /// Reads a string if the next value is one; otherwise skips the value and returns `None`.
+    pub fn string_or_skip(&mut self) -> Result<Option<Str<'a>>> {
+        if self.peek()? == b'"' {
+            self.string().map(Some)
+        } else {
+            self.skip_value()?;
+            Ok(None)
+        }
+    }
+
+    /// Skips a string at the current position; returns its end and whether it has escapes.
+    fn skip_string(&mut self) -> Result<(usize, bool)> {
+        debug_assert_eq!(self.buf.get(self.pos), Some(&b'"'));
+        let start = self.pos + 1;
+        let mut i = start;
+        let mut escaped = false;
+        loop {
+            let Some(off) = memchr::memchr2(b'"', b'\\', &self.buf[i..]) else {
+                self.pos = self.buf.len();
+                return Err(self.eof());
+            };
+            let j = i + off;
+            if self.buf[j] == b'"' {
+                check_chunk(&self.buf[i..j]).map_err(|(k, msg)| JsonError {
+                    offset: self.base + i + k,
+                    msg,
+                    eof: false,
+                })?;
+                self.pos = j + 1;
+                return Ok((j + 1, escaped));
+            }
+            check_chunk(&self.buf[i..j]).map_err(|(k, msg)| JsonError {
+                offset: self.base + i + k,
+                msg,
+                eof: false,
+            })?;
+            escaped = true;
+            let Some(&e) = self.buf.get(j + 1) else {
+                self.pos = self.buf.len();
+                return Err(self.eof());
+            };
+            i = j + 2;
+            match e {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                b'u' => {
+                    if self.buf.len() < j + 6 {
+                        self.pos = self.buf.len();
+                        return Err(self.eof());
+                    }
+                    if !self.buf[j + 2..j + 6].iter().all(u8::is_ascii_hexdigit) {
+                        self.pos = j + 2;
+                        return Err(self.err("invalid \\u escape"));
+                    }
+                    i = j + 6;
+                }
+                _ => {
+                    self.pos = j + 1;
+                    return Err(self.err("invalid escape"));
+                }
+            }
+        }
+    }
+
+    /// Skips any value, validating it. Returns its span.
+    pub fn skip_value(&mut self) -> Result<(usize, usize)> {
+        let b = self.peek()?;
+        let start = self.pos;
+        match b {
+            b'"' => {
+                self.skip_string()?;
+            }
+            b'{' => {
+                self.begin_object()?;
+                let mut first = true;
+                while self.next_key(&mut first)?.is_some() {
+                    self.skip_value()?;
+                }
+            }
+            b'[' => {
+                self.begin_array()?;
+                let mut first = true;
+                while self.next_elem(&mut first)? {
+                    self.skip_value()?;
+                }
+            }
+            b't' => self.literal(b"true")?,
+            b'f' => self.literal(b"false")?,
+            b'n' => self.literal(b"null")?,
+            b'-' | b'0'..=b'9' => self.number()?,
+            _ => return Err(self.err("expected a value")),
+        }
+        Ok((start, self.pos))
+    }
+
+    /// True if the next value is `null` (not consumed).
+    pub fn at_null(&mut self) -> Result<bool> {
+        Ok(self.peek()? == b'n')
+    }
+
+    fn literal(&mut self, lit: &'static [u8]) -> Result<()> {
+        let end = self.pos + lit.len();
+        if self.buf.len() < end {
+            if lit.starts_with(&self.buf[self.pos..]) {
+                self.pos = self.buf.len();
+                return Err(self.eof());
+            }
+            return Err(self.err("expected a value"));
+        }
+        if &self.buf[self.pos..end] != lit {
+            return Err(self.err("expected a value"));
+        }
+        self.pos = end;
+        Ok(())
+    }
+
+    fn digits(&mut self) -> usize {
+        let s = self.pos;
+        while self.buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+            self.pos += 1;
+        }
+        self.pos - s
+    }
+
+    fn number(&mut self) -> Result<()> {
+        if self.buf[self.pos] == b'-' {
+            self.pos += 1;
+        }
+        match self.buf.get(self.pos) {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            Some(_) => return Err(self.err("invalid number")),
+            None => return Err(self.eof()),
+        }
+        if self.buf.get(self.pos) == Some(&b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return Err(if self.pos == self.buf.len() { self.eof() } else { self.err("invalid number") });
+            }
+        }
+        if matches!(self.buf.get(self.pos), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.buf.get(self.pos), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return Err(if self.pos == self.buf.len() { self.eof() } else { self.err("invalid number") });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Validates a run of string bytes without quotes or backslashes: no control characters, UTF-8.
+#[inline]
+fn check_chunk(s: &[u8]) -> Result<(), (usize, &'static str)> {
+    if let Some(i) = s.iter().position(|&b| b < 0x20) {
+        return Err((i, "control character in string"));
+    }
+    if !s.is_ascii() {
+        std::str::from_utf8(s).map_err(|e| (e.valid_up_to(), "invalid UTF-8 in string"))?;
+    }
+    Ok(())
+}
+
+/// Decodes the escapes of a validated string body.
+fn unescape(raw: &[u8]) -> Result<String, (usize, &'static str)> {
+    let mut out = String::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let Some(off) = memchr::memchr(b'\\', &raw[i..]) else {
+            out.push_str(std::str::from_utf8(&raw[i..]).map_err(|_| (i, "invalid UTF-8 in string"))?);
+            break;
+        };
+        out.push_str(std::str::from_utf8(&raw[i..i + off]).map_err(|_| (i, "invalid UTF-8 in string"))?);
+        let j = i + off;
+        let e = raw[j + 1];
+        i = j + 2;
+        let c = match e {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            _ => {
+                let hi = hex4(&raw[j + 2..j + 6]);
+                i = j + 6;
+                if (0xD800..0xDC00).contains(&hi) {
+                    if raw.get(i) != Some(&b'\\') || raw.get(i + 1) != Some(&b'u') || raw.len() < i + 6 {
+                        return Err((j, "lone leading surrogate in \\u escape"));
+                    }
+                    let lo = hex4(&raw[i + 2..i + 6]);
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return Err((i, "invalid low surrogate in \\u escape"));
+                    }
+                    i += 6;
+                    let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                    char::from_u32(c).ok_or((j, "invalid \\u escape"))?
+                } else if (0xDC00..0xE000).contains(&hi) {
+                    return Err((j, "lone trailing surrogate in \\u escape"));
+                } else {
+                    char::from_u32(hi).ok_or((j, "invalid \\u escape"))?
+                }
+            }
+        };
+        out.push(c);
+    }
+    Ok(out)
+}
+
+fn hex4(h: &[u8]) -> u32 {
+    h.iter().fold(0, |acc, &b| acc * 16 + (b as char).to_digit(16).unwrap_or(0))
+}
+
+/// Writes `s` as a JSON string (escaping only what JSON requires).
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut last = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => {
+                out.extend_from_slice(&bytes[last..i]);
+                out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
+                last = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[last..i]);
+        out.extend_from_slice(esc);
+        last = i + 1;
+    }
+    out.extend_from_slice(&bytes[last..]);
+    out.push(b'"');
+}
+
+/// `s` as a JSON string.
+pub fn quote(s: &str) -> Vec<u8> {
+    let mut v = Vec::with_capacity(s.len() + 2);
+    write_str(&mut v, s);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid(s: &str) -> bool {
+        let mut sc = Scanner::new(s.as_bytes());
+        sc.skip_value().is_ok() && sc.end().is_ok()
+    }
+
+    #[test]
+    fn agrees_with_serde_json_on_samples() {
+        for s in [
+            r#"{"a":[1,2.5,-0,1e5,1E-2,true,false,null,"x\"y\u00e9\ud83d\ude00"],"b":{}}"#,
+            "[]",
+            " 0 ",
+            r#""\u0000""#,
+            "01",
+            "1.",
+            "-",
+            r#"{"a" 1}"#,
+            r#"{"a":1,}"#,
+            "[1,]",
+            "\"\u{1}\"",
+            r#""\x""#,
+            "tru",
+            "{\"a\":\"\u{e9}\"}",
+        ] {
+            let ours = valid(s);
+            let theirs = serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok();
+            assert_eq!(ours, theirs, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn decodes_escapes_and_reports_offsets() {
+        let mut sc = Scanner::new(br#""a\/b\n\u00e9\ud83d\ude00""#);
+        assert_eq!(sc.string().unwrap().text, "a/b\né😀");
+        let mut sc = Scanner::with_base(br#"{"a":tru}"#, 100);
+        let e = sc.skip_value().unwrap_err();
+        assert_eq!(e.offset, 105);
+    }
+
+    #[test]
+    fn depth_is_limited() {
+        let deep = "[".repeat(200) + &"]".repeat(200);
+        assert!(!valid(&deep));
+    }
+
+    #[test]
+    fn quotes_round_trip() {
+        for s in ["plain", "q\"uote", "back\\slash", "ctl\u{1}\n", "é<>&"] {
+            let q = quote(s);
+            assert_eq!(serde_json::from_slice::<String>(&q).unwrap(), s);
+        }
+    }
+}

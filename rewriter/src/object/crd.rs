@@ -1,0 +1,99 @@
+//! CustomResourceDefinitions: the name decides the rule, the rule gives every name.
+
+use serde_json::{Value, json};
+
+use super::{Verdict, Walker};
+use crate::Direction;
+use crate::error::Result;
+use crate::rules::{ResourceRule, Rules};
+
+/// The CRD being walked: its original group and plural.
+#[derive(Debug, Clone)]
+pub struct CrdTarget {
+    /// Original group.
+    pub group: String,
+    /// Original plural.
+    pub plural: String,
+}
+
+impl<'r, 'a> Walker<'r, 'a> {
+    /// A CRD object at the current position.
+    pub(super) fn crd(&mut self) -> Result<Verdict> {
+        let name = self.metadata_lite()?.name;
+        let target = match self.dir {
+            Direction::Rename => name.split_once('.').and_then(|(plural, group)| {
+                self.rules.resource(group, plural).map(|_| CrdTarget { group: group.into(), plural: plural.into() })
+            }),
+            Direction::Restore => {
+                if let Some((_, group)) = name.split_once('.')
+                    && self.rules.group(group).is_some()
+                {
+                    // A CRD of an original group (a real KubeVirt install): hidden.
+                    self.sc.skip_value()?;
+                    return Ok(Verdict::Excluded);
+                }
+                name.split_once('.').and_then(|(plural, group)| {
+                    let p = plural.strip_prefix(self.rules.resource_prefix.as_str())?;
+                    let g = self.rules.groups_renamed_to(group).find(|g| g.resources.contains_key(p))?;
+                    Some(CrdTarget { group: g.original.clone(), plural: p.to_owned() })
+                })
+            }
+        };
+        let plan = self.rules.plans.get("apiextensions.k8s.io", "CustomResourceDefinition");
+        let saved = std::mem::replace(&mut self.crd, target);
+        let r = self.node(plan);
+        self.crd = saved;
+        r.map(|_| Verdict::Keep)
+    }
+
+    pub(super) fn crd_rule(&self) -> Option<(&'r crate::rules::Group, &'r ResourceRule)> {
+        let t = self.crd.as_ref()?;
+        let g = self.rules.group(&t.group)?;
+        Some((g, g.resources.get(&t.plural)?))
+    }
+}
+
+/// New `metadata.name` of the CRD.
+pub fn name(rules: &Rules, dir: Direction, g: &crate::rules::Group, r: &ResourceRule) -> String {
+    match dir {
+        Direction::Rename => format!("{}{}.{}", rules.resource_prefix, r.plural, g.renamed),
+        Direction::Restore => format!("{}.{}", r.plural, g.original),
+    }
+}
+
+/// Sets `spec.names` / `status.acceptedNames` from the rule.
+pub fn names(rules: &Rules, dir: Direction, r: &ResourceRule, v: &mut Value) -> bool {
+    let Some(obj) = v.as_object_mut() else { return false };
+    let (kp, rp, sp) = match dir {
+        Direction::Rename => (rules.kind_prefix.as_str(), rules.resource_prefix.as_str(), rules.short_name_prefix.as_str()),
+        Direction::Restore => ("", "", ""),
+    };
+    let short = r.short_names.as_ref().map(|s| s.iter().map(|x| format!("{sp}{x}")).collect::<Vec<_>>());
+    let categories = match dir {
+        Direction::Rename => {
+            if r.categories.as_ref().is_some_and(|c| !c.is_empty()) {
+                json!(rules.categories)
+            } else {
+                json!([])
+            }
+        }
+        Direction::Restore => json!(r.categories),
+    };
+    let wanted = [
+        ("kind", json!(format!("{kp}{}", r.kind))),
+        ("listKind", json!(format!("{kp}{}", r.list_kind))),
+        ("plural", json!(format!("{rp}{}", r.plural))),
+        ("singular", json!(format!("{rp}{}", r.singular))),
+        ("shortNames", json!(short)),
+        ("categories", categories),
+    ];
+    let mut changed = false;
+    for (k, val) in wanted {
+        // Renaming sets what the client sent; restoring sets every name.
+        if (dir == Direction::Restore || obj.contains_key(k)) && obj.get(k) != Some(&val) {
+            obj.insert(k.to_owned(), val);
+            changed = true;
+        }
+    }
+    changed
+}

@@ -1,0 +1,299 @@
+//! Rewriting whole objects: dispatch by kind, the plans of each kind, and the special kinds
+//! (discovery, CRDs, Status, admission reviews) whose names depend on each other.
+//!
+//! ```
+//! use kube_api_rewriter::{object, Direction, Rules};
+//! let rules = Rules::builtin_kubevirt();
+//! let vm = br#"{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"a","labels":{"kubevirt.io/x":"y"}},"spec":{}}"#;
+//! let out = object::rewrite(&rules, Direction::Rename, vm, &object::Context::default()).unwrap();
+//! assert_eq!(
+//!     out.bytes().unwrap().as_ref(),
+//!     br#"{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachine","metadata":{"name":"a","labels":{"kubevirt.internal.virtualization.deckhouse.io/x":"y"}},"spec":{}}"#
+//! );
+//! ```
+
+mod crd;
+mod discovery;
+mod leaf;
+pub mod plan;
+mod status;
+pub mod walk;
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+pub use walk::Walker;
+
+use crate::error::Result;
+use crate::json::Scanner;
+use crate::rules::Rules;
+use crate::Direction;
+
+/// What the caller knows about a body beyond its bytes (from the request path).
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// The original API group of the request, if any.
+    pub group: Option<String>,
+    /// The original kind the body is expected to hold (items of built-in lists carry none).
+    pub kind: Option<String>,
+}
+
+/// The result of rewriting one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    /// The object, rewritten or as it was.
+    Object(Cow<'a, [u8]>),
+    /// The object is hidden from the client (an exclude rule matched).
+    Excluded,
+}
+
+impl<'a> Outcome<'a> {
+    /// The bytes, unless the object was excluded.
+    pub fn bytes(&self) -> Option<&Cow<'a, [u8]>> {
+        match self {
+            Outcome::Object(b) => Some(b),
+            Outcome::Excluded => None,
+        }
+    }
+}
+
+/// Rewrites one complete JSON document (an object, a list, a watch event) in direction `dir`.
+pub fn rewrite<'a>(rules: &Rules, dir: Direction, input: &'a [u8], ctx: &Context) -> Result<Outcome<'a>> {
+    let mut w = Walker::new(rules, dir, input);
+    w.group_hint = ctx.group.as_deref();
+    let hint = Hint { kind: ctx.kind.as_deref(), api_version: None, top: true };
+    let verdict = w.object(&hint)?;
+    w.sc.end()?;
+    Ok(match verdict {
+        Verdict::Keep => Outcome::Object(w.output()),
+        Verdict::Excluded => Outcome::Excluded,
+    })
+}
+
+/// What the caller knows about an object about to be walked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hint<'h> {
+    /// Kind to assume when the object has none.
+    pub kind: Option<&'h str>,
+    /// apiVersion to assume when the object has none.
+    pub api_version: Option<&'h str>,
+    /// A top-level object (or list item): excludes apply.
+    pub top: bool,
+}
+
+/// Whether an object stays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Keep it (rewritten).
+    Keep,
+    /// Drop it.
+    Excluded,
+}
+
+#[derive(Deserialize, Default)]
+struct MetaLite {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    labels: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+}
+
+/// The top-level `apiVersion`, `kind` and `metadata` span of an object, read ahead.
+struct Head<'a> {
+    api_version: Option<Cow<'a, str>>,
+    kind: Option<Cow<'a, str>>,
+    has_items: bool,
+}
+
+impl<'r, 'a> Walker<'r, 'a> {
+    fn head(&self, want_items: bool) -> Result<Head<'a>> {
+        let mut sc = self.sc.clone();
+        let mut head = Head { api_version: None, kind: None, has_items: false };
+        sc.begin_object()?;
+        let mut first = true;
+        while let Some(k) = sc.next_key(&mut first)? {
+            match k.text.as_ref() {
+                "apiVersion" => head.api_version = sc.string_or_skip()?.map(|s| s.text),
+                "kind" => head.kind = sc.string_or_skip()?.map(|s| s.text),
+                "items" => {
+                    head.has_items = sc.peek()? == b'[';
+                    sc.skip_value()?;
+                }
+                _ => {
+                    sc.skip_value()?;
+                }
+            }
+            if head.api_version.is_some() && head.kind.is_some() && (!want_items || head.has_items) {
+                break;
+            }
+        }
+        Ok(head)
+    }
+
+    fn metadata_lite(&self) -> Result<MetaLite> {
+        let mut sc = self.sc.clone();
+        sc.begin_object()?;
+        let mut first = true;
+        while let Some(k) = sc.next_key(&mut first)? {
+            let (s, e) = sc.skip_value()?;
+            if k.text == "metadata" {
+                return Ok(serde_json::from_slice(&sc.input()[s..e]).unwrap_or_default());
+            }
+        }
+        Ok(MetaLite::default())
+    }
+
+    /// True when an object the server holds as (`group`, `kind`) is hidden from clients.
+    fn excluded(&self, group: &str, kind: &str) -> Result<bool> {
+        if self.rules.is_excluded_kind(group, kind) {
+            return Ok(true);
+        }
+        let matching: Vec<_> = self
+            .rules
+            .excludes
+            .iter()
+            .filter(|e| e.kinds.is_empty() || e.kinds.iter().any(|k| k == kind))
+            .filter(|e| e.api_groups.is_empty() || e.api_groups.iter().any(|g| g == group))
+            .collect();
+        if matching.is_empty() {
+            return Ok(false);
+        }
+        let meta = self.metadata_lite()?;
+        Ok(matching.iter().any(|e| {
+            (e.names.is_empty() || e.names.contains(&meta.name))
+                && e.labels.iter().all(|(k, v)| {
+                    meta.labels.as_ref().and_then(|l| l.get(k)).and_then(|x| x.as_str()) == Some(v.as_str())
+                })
+        }))
+    }
+
+    /// Rewrites the object at the current position, dispatching on its kind.
+    pub fn object(&mut self, hint: &Hint<'_>) -> Result<Verdict> {
+        if self.sc.peek()? != b'{' {
+            self.sc.skip_value()?;
+            return Ok(Verdict::Keep);
+        }
+        let head = self.head(false)?;
+        let av = head.api_version.as_deref().or(hint.api_version);
+        let kind = head.kind.as_deref().or(hint.kind);
+        let (group, _) = av.map(split_api_version).unwrap_or(("", ""));
+        let kind = kind.unwrap_or("");
+        // The kind and group as the original side names them.
+        let (og, ok) = match self.dir {
+            Direction::Rename => (group.to_owned(), kind.to_owned()),
+            Direction::Restore => {
+                let (g, k) = walk::rewrite_group_kind(self.rules, self.dir, Some(group), Some(kind), self.group_hint);
+                (g.unwrap_or_else(|| group.to_owned()), k.unwrap_or_else(|| kind.to_owned()))
+            }
+        };
+        if self.dir == Direction::Restore && hint.top && self.excluded(group, kind)? {
+            self.sc.skip_value()?;
+            return Ok(Verdict::Excluded);
+        }
+        match (og.as_str(), ok.as_str()) {
+            ("", "Status") => self.dom(|me, v| status::restore(me.rules, me.dir, v))?,
+            ("", "APIGroupList" | "APIGroup" | "APIResourceList")
+            | ("apidiscovery.k8s.io", "APIGroupDiscoveryList") => {
+                self.dom(|me, v| discovery::rewrite(me.rules, me.dir, v, me.group_hint))?
+            }
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => return self.crd(),
+            (_, k) if k.ends_with("List") && self.head(true)?.has_items => {
+                let item_kind = kind.strip_suffix("List").unwrap_or(kind).to_owned();
+                let av = av.map(str::to_owned);
+                self.list(&item_kind, av.as_deref())?;
+            }
+            (g, k) => {
+                let plan = self.rules.plans.get(g, k);
+                self.node(plan)?;
+            }
+        }
+        Ok(Verdict::Keep)
+    }
+
+    /// A list: envelope `apiVersion`/`kind` rewritten, items dispatched, excluded items dropped.
+    fn list(&mut self, item_kind: &str, av: Option<&str>) -> Result<()> {
+        self.sc.begin_object()?;
+        let mut first = true;
+        let mut version = None;
+        let mut kind = None;
+        while let Some(key) = self.sc.next_key(&mut first)? {
+            match key.text.as_ref() {
+                "apiVersion" => version = self.sc.string_or_skip()?,
+                "kind" => kind = self.sc.string_or_skip()?,
+                "items" if self.sc.peek()? == b'[' => {
+                    let hint = Hint { kind: Some(item_kind), api_version: av, top: true };
+                    self.items(&hint)?;
+                }
+                _ => {
+                    self.sc.skip_value()?;
+                }
+            }
+        }
+        let k = kind.as_ref().map(|k| k.text.as_ref());
+        let v = version.as_ref().map(|v| v.text.as_ref());
+        let (nv, nk) = walk::rewrite_gvk(self.rules, self.dir, v, k, self.group_hint);
+        if let (Some(s), Some(n)) = (version, nv) {
+            self.edits.replace(s.start, s.end, crate::json::scan::quote(&n));
+        }
+        if let (Some(s), Some(n)) = (kind, nk) {
+            self.edits.replace(s.start, s.end, crate::json::scan::quote(&n));
+        }
+        Ok(())
+    }
+
+    /// Array elements dispatched as objects; dropped ones are cut out with their commas.
+    fn items(&mut self, hint: &Hint<'_>) -> Result<()> {
+        self.sc.begin_array()?;
+        let mut first = true;
+        // (start, end, dropped) of each element.
+        let mut spans: Vec<(usize, usize, bool)> = Vec::new();
+        while self.sc.next_elem(&mut first)? {
+            self.sc.ws();
+            let start = self.sc.pos();
+            let mark = self.edits.len();
+            let v = self.object(hint)?;
+            let end = self.sc.pos();
+            if v == Verdict::Excluded {
+                self.edits.truncate(mark);
+            }
+            spans.push((start, end, v == Verdict::Excluded));
+        }
+        drop_elements(&mut self.edits, &spans);
+        Ok(())
+    }
+}
+
+/// Records deletions for dropped array elements so that the separators stay valid.
+pub(crate) fn drop_elements(edits: &mut crate::json::Edits, spans: &[(usize, usize, bool)]) {
+    let Some(last_kept) = spans.iter().rposition(|s| !s.2) else {
+        if let (Some(f), Some(l)) = (spans.first(), spans.last()) {
+            edits.delete(f.0, l.1);
+        }
+        return;
+    };
+    for i in 0..spans.len() {
+        if !spans[i].2 {
+            continue;
+        }
+        if i < last_kept {
+            edits.delete(spans[i].0, spans[i + 1].0);
+        }
+    }
+    if last_kept + 1 < spans.len() {
+        edits.delete(spans[last_kept].1, spans[spans.len() - 1].1);
+    }
+}
+
+/// `group/version` → (group, version); core `v1` → ("", "v1").
+pub fn split_api_version(av: &str) -> (&str, &str) {
+    av.split_once('/').unwrap_or(("", av))
+}
+
+/// Checks a single document for validity without rewriting it.
+pub fn validate(input: &[u8]) -> Result<()> {
+    let mut sc = Scanner::new(input);
+    sc.skip_value()?;
+    sc.end()?;
+    Ok(())
+}

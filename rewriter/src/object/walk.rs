@@ -1,0 +1,584 @@
+//! The walker: follows a plan over a document in one pass and records byte edits.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use super::plan::{Gvk, Leaf, Node, ObjNode, Which};
+use crate::error::Result;
+use crate::json::scan::{quote, write_str};
+use crate::json::{Edits, Scanner, Str};
+use crate::rules::Rules;
+use crate::Direction;
+
+/// Walks one document (or a part of one) and collects edits.
+pub struct Walker<'r, 'a> {
+    /// The rules.
+    pub rules: &'r Rules,
+    /// Which way names go.
+    pub dir: Direction,
+    /// The scanner over the document.
+    pub sc: Scanner<'a>,
+    /// Collected edits.
+    pub edits: Edits,
+    /// Original group of the request, for renamed groups shared by several original ones.
+    pub group_hint: Option<&'r str>,
+    /// Original (group, kind) of the object a patch applies to (admission responses).
+    pub kind_hint: Option<(String, String)>,
+    /// The CRD being walked.
+    pub(crate) crd: Option<super::crd::CrdTarget>,
+}
+
+impl<'r, 'a> Walker<'r, 'a> {
+    /// A walker over `input`.
+    pub fn new(rules: &'r Rules, dir: Direction, input: &'a [u8]) -> Self {
+        Self {
+            rules,
+            dir,
+            sc: Scanner::new(input),
+            edits: Edits::default(),
+            group_hint: None,
+            kind_hint: None,
+            crd: None,
+        }
+    }
+
+    /// The input with the edits applied.
+    pub fn output(&mut self) -> Cow<'a, [u8]> {
+        let input = self.sc.input();
+        if self.edits.is_empty() {
+            return Cow::Borrowed(input);
+        }
+        let mut out = Vec::with_capacity(input.len() + 64);
+        self.edits.apply_range(input, 0, input.len(), &mut out);
+        Cow::Owned(out)
+    }
+
+    fn restore(&self) -> bool {
+        self.dir == Direction::Restore
+    }
+
+    /// Rewrites the value at the current position by `node`.
+    pub fn node(&mut self, node: &Node) -> Result<()> {
+        match node {
+            Node::Obj(o) => self.obj(o),
+            Node::Leaf(l) => self.leaf(*l),
+        }
+    }
+
+    fn obj(&mut self, o: &ObjNode) -> Result<()> {
+        match self.sc.peek()? {
+            b'{' => {}
+            b'[' if o.any.is_some() => {
+                let any = o.any.as_ref().expect("checked");
+                self.sc.begin_array()?;
+                let mut first = true;
+                while self.sc.next_elem(&mut first)? {
+                    self.node(any)?;
+                }
+                return Ok(());
+            }
+            _ => {
+                self.sc.skip_value()?;
+                return Ok(());
+            }
+        }
+        self.sc.begin_object()?;
+        let mut first = true;
+        let mut version: Option<Str<'a>> = None;
+        let mut kind: Option<Str<'a>> = None;
+        while let Some(key) = self.sc.next_key(&mut first)? {
+            if let Some(g) = o.gvk {
+                let is_version = match g {
+                    Gvk::ApiVersionKind => key.text == "apiVersion",
+                    Gvk::ApiGroupKind => key.text == "apiGroup",
+                };
+                if is_version {
+                    version = self.sc.string_or_skip()?;
+                    continue;
+                }
+                if key.text == "kind" {
+                    kind = self.sc.string_or_skip()?;
+                    continue;
+                }
+            }
+            let child = match o.child(&key.text) {
+                Some(c) => Some(c),
+                // Strategic-merge-patch directives name the field they act on.
+                None if key.text.starts_with('$') => directive_field(&key.text).and_then(|f| o.child(f)),
+                None => None,
+            };
+            match child {
+                Some(c) => self.node(c)?,
+                None => {
+                    self.sc.skip_value()?;
+                }
+            }
+        }
+        if let Some(g) = o.gvk {
+            self.gvk(g, version, kind);
+        }
+        Ok(())
+    }
+
+    /// Rewrites an `apiVersion`/`kind` (or `apiGroup`/`kind`) pair.
+    fn gvk(&mut self, g: Gvk, version: Option<Str<'a>>, kind: Option<Str<'a>>) {
+        let k = kind.as_ref().map(|k| k.text.as_ref());
+        let (new_v, new_k) = match g {
+            Gvk::ApiVersionKind => {
+                let v = version.as_ref().map(|v| v.text.as_ref());
+                rewrite_gvk(self.rules, self.dir, v, k, self.group_hint)
+            }
+            Gvk::ApiGroupKind => {
+                let v = version.as_ref().map(|v| v.text.as_ref());
+                rewrite_group_kind(self.rules, self.dir, v, k, self.group_hint)
+            }
+        };
+        if let (Some(s), Some(n)) = (version, new_v) {
+            self.edits.replace(s.start, s.end, quote(&n));
+        }
+        if let (Some(s), Some(n)) = (kind, new_k) {
+            self.edits.replace(s.start, s.end, quote(&n));
+        }
+    }
+
+    fn names(&self, w: Which) -> &'r crate::rules::NameRules {
+        match w {
+            Which::Labels => &self.rules.labels,
+            Which::Annotations => &self.rules.annotations,
+            Which::Finalizers => &self.rules.finalizers,
+        }
+    }
+
+    fn name<'s>(&self, w: Which, s: &'s str) -> Cow<'s, str> {
+        let r = self.names(w);
+        if self.restore() { r.restore_name(s) } else { r.rename_name(s) }
+    }
+
+    fn leaf(&mut self, l: Leaf) -> Result<()> {
+        if self.context_leaf(l)? {
+            return Ok(());
+        }
+        match l {
+            Leaf::Names(w) => self.name_map(w),
+            Leaf::NameList(w) => self.each_string(|me, s| me.name(w, s).into_owned()),
+            Leaf::Name(w) => self.string(|me, s| me.name(w, s).into_owned()),
+            Leaf::ApiVersion => self.string(|me, s| {
+                let r = if me.restore() {
+                    me.rules.restore_api_version(s, None)
+                } else {
+                    me.rules.rename_api_version(s)
+                };
+                r.unwrap_or_else(|| s.to_owned())
+            }),
+            Leaf::ApiGroup => self.string(|me, s| rewrite_group(me.rules, me.dir, s, me.group_hint).to_owned()),
+            Leaf::Requirement => self.requirement(),
+            Leaf::PolicyRule => self.dom(|me, v| policy_rule(me.rules, me.dir, v)),
+            Leaf::ResourceAttributes => self.dom(|me, v| resource_attributes(me.rules, me.dir, v)),
+            Leaf::Embedded => self.object(&super::Hint::default()).map(|_| ()),
+            Leaf::FieldsKeys(w) => self.fields_keys(w, false),
+            Leaf::FieldsValues(w) => self.fields_keys(w, true),
+            _ => unreachable!("context leaves are handled above"),
+        }
+    }
+
+    /// A string value rewritten by `f`; other values are skipped.
+    pub(crate) fn string(&mut self, f: impl Fn(&Self, &str) -> String) -> Result<()> {
+        if let Some(s) = self.sc.string_or_skip()? {
+            let n = f(self, &s.text);
+            if n != s.text {
+                self.edits.replace(s.start, s.end, quote(&n));
+            }
+        }
+        Ok(())
+    }
+
+    fn each_string(&mut self, f: impl Fn(&Self, &str) -> String) -> Result<()> {
+        if self.sc.peek()? != b'[' {
+            self.sc.skip_value()?;
+            return Ok(());
+        }
+        self.sc.begin_array()?;
+        let mut first = true;
+        while self.sc.next_elem(&mut first)? {
+            self.string(&f)?;
+        }
+        Ok(())
+    }
+
+    /// A label or annotation map. Values that are not strings (`null` in patches) are kept.
+    fn name_map(&mut self, w: Which) -> Result<()> {
+        if self.sc.peek()? != b'{' {
+            self.sc.skip_value()?;
+            return Ok(());
+        }
+        let start = self.sc.pos();
+        let mark = self.edits.len();
+        self.sc.begin_object()?;
+        let mut first = true;
+        let rules = self.names(w);
+        let mut out_keys: Vec<(String, (usize, usize), Option<String>)> = Vec::new();
+        let mut changed = false;
+        while let Some(key) = self.sc.next_key(&mut first)? {
+            if key.text.starts_with('$') {
+                // Strategic-merge-patch directive ($patch, $retainKeys): kept as is.
+                let span = self.sc.skip_value()?;
+                out_keys.push((key.text.into_owned(), span, None));
+                continue;
+            }
+            let (vstr, span) = if self.sc.peek()? == b'"' {
+                let v = self.sc.string()?;
+                let span = (v.start, v.end);
+                (Some(v), span)
+            } else {
+                (None, self.sc.skip_value()?)
+            };
+            let value_text = vstr.as_ref().map_or("", |v| v.text.as_ref());
+            let (nk, nv) = if self.restore() {
+                rules.restore(&key.text, value_text)
+            } else {
+                rules.rename(&key.text, value_text)
+            };
+            if nk != key.text {
+                self.edits.replace(key.start, key.end, quote(&nk));
+                changed = true;
+            }
+            let mut new_value = None;
+            if let Some(v) = &vstr
+                && nv != v.text
+            {
+                self.edits.replace(v.start, v.end, quote(&nv));
+                new_value = Some(nv.clone().into_owned());
+                changed = true;
+            }
+            out_keys.push((nk.into_owned(), span, new_value));
+        }
+        if changed {
+            let mut seen = std::collections::HashSet::new();
+            if out_keys.iter().any(|(k, _, _)| !seen.insert(k.as_str())) {
+                // Two names now collide: rebuild the map, the later entry winning.
+                let end = self.sc.pos();
+                self.edits.truncate(mark);
+                let input = self.sc.input();
+                let mut kept: Vec<&(String, (usize, usize), Option<String>)> = Vec::new();
+                for e in &out_keys {
+                    kept.retain(|k| k.0 != e.0);
+                    kept.push(e);
+                }
+                let mut out = vec![b'{'];
+                for (i, (k, span, nv)) in kept.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_str(&mut out, k);
+                    out.push(b':');
+                    match nv {
+                        Some(v) => write_str(&mut out, v),
+                        None => out.extend_from_slice(&input[span.0..span.1]),
+                    }
+                }
+                out.push(b'}');
+                self.edits.replace(start, end, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// `fieldsV1` members: `f:<name>` (labels, annotations) or `v:"<name>"` (finalizers).
+    fn fields_keys(&mut self, w: Which, values: bool) -> Result<()> {
+        if self.sc.peek()? != b'{' {
+            self.sc.skip_value()?;
+            return Ok(());
+        }
+        self.sc.begin_object()?;
+        let mut first = true;
+        while let Some(key) = self.sc.next_key(&mut first)? {
+            self.sc.skip_value()?;
+            let new = if values {
+                let Some(lit) = key.text.strip_prefix("v:") else { continue };
+                let Ok(name) = serde_json::from_str::<String>(lit) else { continue };
+                let n = self.name(w, &name);
+                if n == name {
+                    continue;
+                }
+                let mut k = b"v:".to_vec();
+                k.extend_from_slice(&quote(&n));
+                String::from_utf8(k).expect("quoted UTF-8")
+            } else {
+                let Some(name) = key.text.strip_prefix("f:") else { continue };
+                let n = self.name(w, name);
+                if n == name {
+                    continue;
+                }
+                format!("f:{n}")
+            };
+            self.edits.replace(key.start, key.end, quote(&new));
+        }
+        Ok(())
+    }
+
+    fn requirement(&mut self) -> Result<()> {
+        if self.sc.peek()? != b'{' {
+            self.sc.skip_value()?;
+            return Ok(());
+        }
+        self.sc.begin_object()?;
+        let mut first = true;
+        let mut key: Option<Str<'a>> = None;
+        let mut values: Vec<Str<'a>> = Vec::new();
+        while let Some(k) = self.sc.next_key(&mut first)? {
+            match k.text.as_ref() {
+                "key" => key = self.sc.string_or_skip()?,
+                "values" if self.sc.peek()? == b'[' => {
+                    self.sc.begin_array()?;
+                    let mut f = true;
+                    while self.sc.next_elem(&mut f)? {
+                        if let Some(s) = self.sc.string_or_skip()? {
+                            values.push(s);
+                        }
+                    }
+                }
+                _ => {
+                    self.sc.skip_value()?;
+                }
+            }
+        }
+        let Some(key) = key else { return Ok(()) };
+        let vals: Vec<String> = values.iter().map(|v| v.text.to_string()).collect();
+        let (nk, nv) = self.names(Which::Labels).rewrite_requirement(self.restore(), &key.text, &vals);
+        if nk != key.text {
+            self.edits.replace(key.start, key.end, quote(&nk));
+        }
+        for (old, new) in values.iter().zip(nv) {
+            if new != old.text {
+                self.edits.replace(old.start, old.end, quote(&new));
+            }
+        }
+        Ok(())
+    }
+
+    /// A small value rewritten through a DOM: replaced only if `f` changed it.
+    pub(crate) fn dom(&mut self, f: impl FnOnce(&Self, &mut Value) -> bool) -> Result<()> {
+        let (start, end) = self.sc.skip_value()?;
+        let bytes = &self.sc.input()[start..end];
+        let mut v: Value = serde_json::from_slice(bytes).map_err(|_| self.sc.err("invalid JSON value"))?;
+        if f(self, &mut v) {
+            self.edits.replace(start, end, serde_json::to_vec(&v).expect("a Value serializes"));
+        }
+        Ok(())
+    }
+}
+
+/// The directive's field: `$setElementOrder/finalizers` → `finalizers`.
+fn directive_field(key: &str) -> Option<&str> {
+    key.strip_prefix("$setElementOrder/")
+        .or_else(|| key.strip_prefix("$deleteFromPrimitiveList/"))
+        .or_else(|| key.strip_prefix("$retainKeys/"))
+}
+
+/// Rewrites an (`apiVersion`, `kind`) pair; `None` where a part is unchanged.
+pub fn rewrite_gvk(
+    rules: &Rules,
+    dir: Direction,
+    api_version: Option<&str>,
+    kind: Option<&str>,
+    group_hint: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let Some(av) = api_version else { return (None, None) };
+    let (group, version) = av.split_once('/').unwrap_or(("", av));
+    let (g, k) = rewrite_group_kind(rules, dir, Some(group), kind, group_hint);
+    let new_av = g.map(|g| {
+        let grp = match dir {
+            Direction::Rename => rules.group(group),
+            Direction::Restore => rules.groups().iter().find(|x| x.original == g),
+        };
+        let v = match (dir, grp) {
+            (Direction::Rename, Some(grp)) => grp.rename_version(version),
+            (Direction::Restore, Some(grp)) => grp.restore_version(version),
+            _ => version,
+        };
+        format!("{g}/{v}")
+    });
+    (new_av, k)
+}
+
+/// Rewrites a (`group`, `kind`) pair; `None` where a part is unchanged.
+pub fn rewrite_group_kind(
+    rules: &Rules,
+    dir: Direction,
+    group: Option<&str>,
+    kind: Option<&str>,
+    group_hint: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let Some(group) = group else { return (None, None) };
+    match dir {
+        Direction::Rename => {
+            let Some(grp) = rules.group(group) else { return (None, None) };
+            let k = kind
+                .filter(|k| grp.resource_by_kind(k).is_some())
+                .map(|k| format!("{}{k}", rules.kind_prefix));
+            (Some(grp.renamed.clone()), k)
+        }
+        Direction::Restore => {
+            if !rules.is_renamed_group(group) {
+                return (None, None);
+            }
+            let grp = match group_hint.and_then(|h| rules.group(h)).filter(|g| g.renamed == group) {
+                Some(g) if kind.is_none() => g,
+                _ => rules.restore_group_for(group, kind).expect("renamed group has an original"),
+            };
+            let k = kind.and_then(|k| k.strip_prefix(rules.kind_prefix.as_str())).filter(|k| grp.resource_by_kind(k).is_some());
+            (Some(grp.original.clone()), k.map(str::to_owned))
+        }
+    }
+}
+
+/// Rewrites a bare group name.
+pub fn rewrite_group<'s>(rules: &'s Rules, dir: Direction, g: &'s str, hint: Option<&str>) -> &'s str {
+    match dir {
+        Direction::Rename => rules.rename_group(g).unwrap_or(g),
+        Direction::Restore => {
+            if let Some(h) = hint.and_then(|h| rules.group(h)).filter(|x| x.renamed == g) {
+                return &h.original;
+            }
+            rules.restore_group_for(g, None).map_or(g, |x| x.original.as_str())
+        }
+    }
+}
+
+/// Rewrites a resource name (`plural` or `plural/sub`) of a group given on the input side.
+pub fn rewrite_resource(rules: &Rules, dir: Direction, input_group: &str, res: &str) -> Option<String> {
+    let (plural, sub) = match res.split_once('/') {
+        Some((p, s)) => (p, Some(s)),
+        None => (res, None),
+    };
+    let new = match dir {
+        Direction::Rename => {
+            let g = rules.group(input_group)?;
+            g.resources.get(plural)?;
+            format!("{}{plural}", rules.resource_prefix)
+        }
+        Direction::Restore => {
+            let stripped = plural.strip_prefix(rules.resource_prefix.as_str())?;
+            rules.groups_renamed_to(input_group).find(|g| g.resources.contains_key(stripped))?;
+            stripped.to_owned()
+        }
+    };
+    Some(match sub {
+        Some(s) => format!("{new}/{s}"),
+        None => new,
+    })
+}
+
+/// An RBAC `PolicyRule` or an admission `RuleWithOperations`: groups and resources together.
+pub fn policy_rule(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
+    let Some(obj) = v.as_object_mut() else { return false };
+    let groups: Vec<String> = obj
+        .get("apiGroups")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|g| g.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    let ruled = |g: &str| match dir {
+        Direction::Rename => rules.group(g).is_some(),
+        Direction::Restore => rules.is_renamed_group(g),
+    };
+    if !groups.iter().any(|g| ruled(g) || g == "*") {
+        return false;
+    }
+    let mut changed = false;
+    // Resources: renamed when some ruled group of the rule (or any, with `*`) has them.
+    if let Some(res) = obj.get_mut("resources").and_then(Value::as_array_mut) {
+        for r in res.iter_mut() {
+            let Some(s) = r.as_str() else { continue };
+            if s == "*" || s.starts_with("*/") {
+                continue;
+            }
+            let new = groups.iter().filter(|g| ruled(g)).find_map(|g| rewrite_resource(rules, dir, g, s)).or_else(|| {
+                if !groups.iter().any(|g| g == "*") {
+                    return None;
+                }
+                let pick = match dir {
+                    Direction::Rename => {
+                        let plural = s.split('/').next().unwrap_or(s);
+                        rules.resource_by_plural_any(plural).map(|(g, _)| g.original.clone())
+                    }
+                    Direction::Restore => {
+                        let plural = s.split('/').next().unwrap_or(s);
+                        let stripped = plural.strip_prefix(rules.resource_prefix.as_str())?;
+                        rules.resource_by_plural_any(stripped).map(|(g, _)| g.renamed.clone())
+                    }
+                }?;
+                rewrite_resource(rules, dir, &pick, s)
+            });
+            if let Some(n) = new {
+                *r = Value::String(n);
+                changed = true;
+            }
+        }
+    }
+    // Groups: each ruled group is mapped; a renamed group shared by several originals fans out.
+    if let Some(arr) = obj.get_mut("apiGroups").and_then(Value::as_array_mut) {
+        let mut out: Vec<Value> = Vec::new();
+        for g in arr.iter() {
+            let Some(s) = g.as_str() else {
+                out.push(g.clone());
+                continue;
+            };
+            let mapped: Vec<String> = match dir {
+                Direction::Rename => rules.rename_group(s).map(|x| vec![x.to_owned()]).unwrap_or_default(),
+                Direction::Restore => rules.groups_renamed_to(s).map(|x| x.original.clone()).collect(),
+            };
+            if mapped.is_empty() {
+                out.push(g.clone());
+            } else {
+                changed = true;
+                for m in mapped {
+                    if !out.iter().any(|o| o.as_str() == Some(&m)) {
+                        out.push(Value::String(m));
+                    }
+                }
+            }
+        }
+        *arr = out;
+    }
+    changed
+}
+
+/// `resourceAttributes` of access reviews: `group`, `version`, `resource` together.
+pub fn resource_attributes(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
+    let Some(obj) = v.as_object_mut() else { return false };
+    let Some(group) = obj.get("group").and_then(Value::as_str).map(str::to_owned) else { return false };
+    let resource = obj.get("resource").and_then(Value::as_str).unwrap_or("").to_owned();
+    let (grp, new_group) = match dir {
+        Direction::Rename => match rules.group(&group) {
+            Some(g) => (g, g.renamed.clone()),
+            None => return false,
+        },
+        Direction::Restore => {
+            let stripped = resource.strip_prefix(rules.resource_prefix.as_str()).unwrap_or(&resource);
+            let Some(g) = rules
+                .groups_renamed_to(&group)
+                .find(|g| g.resources.contains_key(stripped))
+                .or_else(|| rules.groups_renamed_to(&group).next())
+            else {
+                return false;
+            };
+            (g, g.original.clone())
+        }
+    };
+    if !resource.is_empty()
+        && let Some(n) = rewrite_resource(rules, dir, &group, &resource)
+    {
+        obj.insert("resource".into(), Value::String(n));
+    }
+    if let Some(v) = obj.get("version").and_then(Value::as_str) {
+        let nv = match dir {
+            Direction::Rename => grp.rename_version(v),
+            Direction::Restore => grp.restore_version(v),
+        }
+        .to_owned();
+        obj.insert("version".into(), Value::String(nv));
+    }
+    obj.insert("group".into(), Value::String(new_group));
+    true
+}

@@ -1,0 +1,239 @@
+//! Renaming of label, annotation and finalizer names (and values), as the Go rewriter does it.
+//!
+//! Rename order: a `preserved-original-` name loses the marker and nothing else; then an exact
+//! `name=value` rule; then an exact name rule; then a prefix rule on the part before the first `/`.
+//! Restore turns names that are *original* (some rename rule would fire on them) into
+//! `preserved-original-<name>`, so that original-namespace labels on shared objects survive a
+//! round trip, and otherwise applies the rules backwards.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// Marker for original-looking names that the server holds as they are.
+pub const PRESERVED_PREFIX: &str = "preserved-original-";
+
+/// A compiled set of name rules for one of labels, annotations or finalizers.
+#[derive(Debug, Default, Clone)]
+pub struct NameRules {
+    /// (original name, original value) → (renamed name, renamed value)
+    pair_fwd: HashMap<(String, String), (String, String)>,
+    pair_back: HashMap<(String, String), (String, String)>,
+    name_fwd: HashMap<String, String>,
+    name_back: HashMap<String, String>,
+    prefix_fwd: HashMap<String, String>,
+    prefix_back: HashMap<String, String>,
+}
+
+/// A (name, value) pair after renaming; values are borrowed where unchanged.
+pub type Renamed<'a> = (Cow<'a, str>, Cow<'a, str>);
+
+/// One rule, as given to [`NameRules::add_name`] and [`NameRules::add_prefix`].
+#[derive(Debug, Clone, Copy)]
+pub struct NameRule<'a> {
+    /// Original name (or prefix).
+    pub original: &'a str,
+    /// Renamed name (or prefix).
+    pub renamed: &'a str,
+    /// Original value; empty unless the rule matches a `name=value` pair.
+    pub original_value: &'a str,
+    /// Renamed value.
+    pub renamed_value: &'a str,
+}
+
+/// Why a rule could not be added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collision(pub String);
+
+impl NameRules {
+    /// Adds an exact-name rule (a `name=value` rule when values are given).
+    pub fn add_name(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
+        if r.original.is_empty() || r.renamed.is_empty() {
+            return Err(Collision("a name rule needs both `original` and `renamed`".into()));
+        }
+        if !r.original_value.is_empty() || !r.renamed_value.is_empty() {
+            let from = (r.original.to_owned(), r.original_value.to_owned());
+            let to = (r.renamed.to_owned(), r.renamed_value.to_owned());
+            insert_unique(&mut self.pair_fwd, from.clone(), to.clone(), |k| format!("{}={}", k.0, k.1))?;
+            insert_unique(&mut self.pair_back, to, from, |k| format!("{}={}", k.0, k.1))
+        } else {
+            insert_unique(&mut self.name_fwd, r.original.into(), r.renamed.into(), Clone::clone)?;
+            insert_unique(&mut self.name_back, r.renamed.into(), r.original.into(), Clone::clone)
+        }
+    }
+
+    /// Adds a prefix rule (matches the part of a name before its first `/`).
+    pub fn add_prefix(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
+        if r.original.is_empty() || r.renamed.is_empty() {
+            return Err(Collision("a prefix rule needs both `original` and `renamed`".into()));
+        }
+        if r.original.contains('/') || r.renamed.contains('/') {
+            return Err(Collision(format!("prefix {:?} must not contain '/'", r.original)));
+        }
+        insert_unique(&mut self.prefix_fwd, r.original.into(), r.renamed.into(), Clone::clone)?;
+        insert_unique(&mut self.prefix_back, r.renamed.into(), r.original.into(), Clone::clone)
+    }
+
+    /// True when no rule is set.
+    pub fn is_empty(&self) -> bool {
+        self.pair_fwd.is_empty() && self.name_fwd.is_empty() && self.prefix_fwd.is_empty()
+    }
+
+    /// Original → renamed. `value` is `""` for finalizers and keys without a value.
+    pub fn rename<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
+        if let Some(stripped) = name.strip_prefix(PRESERVED_PREFIX) {
+            return (Cow::Borrowed(stripped), Cow::Borrowed(value));
+        }
+        match forward(&self.pair_fwd, &self.name_fwd, &self.prefix_fwd, name, value) {
+            Some(r) => r,
+            None => (Cow::Borrowed(name), Cow::Borrowed(value)),
+        }
+    }
+
+    /// Renamed → original; original-looking names become `preserved-original-<name>`.
+    pub fn restore<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
+        if forward(&self.pair_fwd, &self.name_fwd, &self.prefix_fwd, name, value).is_some() {
+            return (Cow::Owned(format!("{PRESERVED_PREFIX}{name}")), Cow::Borrowed(value));
+        }
+        match forward(&self.pair_back, &self.name_back, &self.prefix_back, name, value) {
+            Some(r) => r,
+            None => (Cow::Borrowed(name), Cow::Borrowed(value)),
+        }
+    }
+
+    /// Renames a name alone (finalizers, label keys in key lists).
+    pub fn rename_name<'a>(&self, name: &'a str) -> Cow<'a, str> {
+        self.rename(name, "").0
+    }
+
+    /// Restores a name alone.
+    pub fn restore_name<'a>(&self, name: &'a str) -> Cow<'a, str> {
+        self.restore(name, "").0
+    }
+
+    /// Rewrites a selector requirement `key op (values)`: the key changes by the first value
+    /// whose pair rule fires (or by name/prefix rules), and each value is rewritten with the key.
+    pub fn rewrite_requirement(&self, restore: bool, key: &str, values: &[String]) -> (String, Vec<String>) {
+        let f = |k: &str, v: &str| -> (String, String) {
+            let (k, v) = if restore { self.restore(k, v) } else { self.rename(k, v) };
+            (k.into_owned(), v.into_owned())
+        };
+        let new_key = values
+            .iter()
+            .map(|v| f(key, v).0)
+            .find(|k| k != key)
+            .unwrap_or_else(|| f(key, "").0);
+        let new_values = values.iter().map(|v| f(key, v).1).collect();
+        (new_key, new_values)
+    }
+}
+
+fn forward<'a>(
+    pairs: &HashMap<(String, String), (String, String)>,
+    names: &HashMap<String, String>,
+    prefixes: &HashMap<String, String>,
+    name: &'a str,
+    value: &'a str,
+) -> Option<Renamed<'a>> {
+    if !pairs.is_empty()
+        && let Some((n, v)) = pairs.get(&(name.to_owned(), value.to_owned()))
+    {
+        return Some((Cow::Owned(n.clone()), Cow::Owned(v.clone())));
+    }
+    if let Some(n) = names.get(name) {
+        return Some((Cow::Owned(n.clone()), Cow::Borrowed(value)));
+    }
+    let (prefix, rest) = name.split_once('/')?;
+    let p = prefixes.get(prefix)?;
+    Some((Cow::Owned(format!("{p}/{rest}")), Cow::Borrowed(value)))
+}
+
+fn insert_unique<K: std::hash::Hash + Eq, V: PartialEq>(
+    map: &mut HashMap<K, V>,
+    k: K,
+    v: V,
+    show: impl Fn(&K) -> String,
+) -> Result<(), Collision> {
+    match map.get(&k) {
+        Some(old) if *old == v => Ok(()),
+        Some(_) => Err(Collision(format!("{} is renamed in two different ways", show(&k)))),
+        None => {
+            map.insert(k, v);
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubevirt_labels() -> NameRules {
+        let mut r = NameRules::default();
+        let rule = |o, n| NameRule { original: o, renamed: n, original_value: "", renamed_value: "" };
+        r.add_prefix(rule("kubevirt.io", "kubevirt.internal.virtualization.deckhouse.io")).unwrap();
+        r.add_prefix(rule("vm.kubevirt.io", "vm.kubevirt.internal.virtualization.deckhouse.io")).unwrap();
+        r.add_name(rule("kubevirt.io", "kubevirt.internal.virtualization.deckhouse.io")).unwrap();
+        for (o, n) in [("virt-operator", "virt-operator-iv"), ("kubevirt-operator", "kubevirt-operator-iv")] {
+            r.add_name(NameRule {
+                original: "app.kubernetes.io/managed-by",
+                renamed: "app.kubernetes.io/managed-by",
+                original_value: o,
+                renamed_value: n,
+            })
+            .unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn prefix_matches_whole_segment_only() {
+        let r = kubevirt_labels();
+        assert_eq!(r.rename("kubevirt.io/created-by", "x").0, "kubevirt.internal.virtualization.deckhouse.io/created-by");
+        assert_eq!(r.rename("vm.kubevirt.io/name", "x").0, "vm.kubevirt.internal.virtualization.deckhouse.io/name");
+        assert_eq!(r.rename("xkubevirt.io/a", "x").0, "xkubevirt.io/a");
+        assert_eq!(r.rename("kubevirt.io", "v").0, "kubevirt.internal.virtualization.deckhouse.io");
+    }
+
+    #[test]
+    fn pair_rules_match_only_their_value() {
+        let r = kubevirt_labels();
+        let k = "app.kubernetes.io/managed-by";
+        assert_eq!(r.rename(k, "virt-operator"), (k.into(), "virt-operator-iv".into()));
+        assert_eq!(r.rename(k, "helm"), (k.into(), "helm".into()));
+        assert_eq!(r.restore(k, "virt-operator-iv"), (k.into(), "virt-operator".into()));
+        assert_eq!(r.restore(k, "helm"), (k.into(), "helm".into()));
+    }
+
+    #[test]
+    fn originals_on_the_server_are_preserved() {
+        let r = kubevirt_labels();
+        let (k, _) = r.restore("kubevirt.io/schedulable", "true");
+        assert_eq!(k, "preserved-original-kubevirt.io/schedulable");
+        assert_eq!(r.rename(&k, "true").0, "kubevirt.io/schedulable");
+        assert_eq!(r.restore("app.kubernetes.io/managed-by", "virt-operator").0, "preserved-original-app.kubernetes.io/managed-by");
+    }
+
+    #[test]
+    fn collisions_are_judged_on_pairs() {
+        let mut r = kubevirt_labels();
+        let bad = NameRule { original: "kubevirt.io", renamed: "other.io", original_value: "", renamed_value: "" };
+        assert!(r.add_prefix(bad).is_err());
+        let same = NameRule {
+            original: "kubevirt.io",
+            renamed: "kubevirt.internal.virtualization.deckhouse.io",
+            original_value: "",
+            renamed_value: "",
+        };
+        assert!(r.add_prefix(same).is_ok());
+    }
+
+    #[test]
+    fn requirement_key_follows_its_values() {
+        let r = kubevirt_labels();
+        let (k, v) = r.rewrite_requirement(false, "app.kubernetes.io/managed-by", &["virt-operator".into(), "x".into()]);
+        assert_eq!(k, "app.kubernetes.io/managed-by");
+        assert_eq!(v, vec!["virt-operator-iv".to_string(), "x".to_string()]);
+        let (k, v) = r.rewrite_requirement(true, "kubevirt.internal.virtualization.deckhouse.io/a", &[]);
+        assert_eq!((k.as_str(), v.len()), ("kubevirt.io/a", 0));
+    }
+}
