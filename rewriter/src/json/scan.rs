@@ -171,7 +171,9 @@ impl<'a> Scanner<'a> {
 
     /// Reads a string value and decodes it.
     pub fn string(&mut self) -> Result<Str<'a>> {
-        self.ws();
+        if self.peek()? != b'"' {
+            return Err(self.err("expected a string"));
+        }
         let start = self.pos;
         let (end, escaped) = self.skip_string()?;
         let raw = &self.buf[start + 1..end - 1];

@@ -1,0 +1,325 @@
+//! LIST bodies, item by item.
+
+use crate::Direction;
+use crate::error::{JsonError, Result};
+use crate::json::frame::Framer;
+use crate::json::scan::quote;
+use crate::json::Scanner;
+use crate::object::{self, Context, Hint, Verdict, Walker};
+use crate::rules::Rules;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Start,
+    /// Before a key of the envelope (or its closing brace).
+    Key { first: bool },
+    /// Inside a non-`items` member value of the envelope.
+    Value,
+    /// Before an element of `items` (or its closing bracket).
+    Item { first: bool },
+    /// Inside an element of `items`.
+    InItem,
+    Done,
+}
+
+/// Rewrites a LIST body (`{"kind":"...List","items":[...]}`) item by item.
+pub struct ListRewriter<'r> {
+    rules: &'r Rules,
+    dir: Direction,
+    ctx: Context,
+    buf: Vec<u8>,
+    /// Stream offset of `buf[0]`.
+    base: usize,
+    /// Parse position in `buf`.
+    pos: usize,
+    state: State,
+    framer: Framer,
+    /// Start of the value being framed.
+    start: usize,
+    /// Key of the envelope member being read.
+    key: String,
+    key_raw: Vec<u8>,
+    api_version: Option<String>,
+    kind: Option<String>,
+    items_written: usize,
+    items_dropped: usize,
+}
+
+impl<'r> ListRewriter<'r> {
+    /// A rewriter for one LIST body.
+    pub fn new(rules: &'r Rules, dir: Direction, ctx: Context) -> Self {
+        Self {
+            rules,
+            dir,
+            ctx,
+            buf: Vec::new(),
+            base: 0,
+            pos: 0,
+            state: State::Start,
+            framer: Framer::default(),
+            start: 0,
+            key: String::new(),
+            key_raw: Vec::new(),
+            api_version: None,
+            kind: None,
+            items_written: 0,
+            items_dropped: 0,
+        }
+    }
+
+    /// Items written and dropped (excluded) so far.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.items_written, self.items_dropped)
+    }
+
+    fn err(&self, at: usize, msg: &'static str) -> JsonError {
+        JsonError { offset: self.base + at, msg, eof: false }
+    }
+
+    /// Feeds the next piece of the body; appends what can be written to `out`.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.buf.extend_from_slice(chunk);
+        self.run(out, false)?;
+        // Forget consumed input; what remains is at most one partial member or item.
+        let keep_from = match self.state {
+            State::Value | State::InItem => self.start,
+            _ => self.pos,
+        };
+        if keep_from > 0 {
+            self.buf.drain(..keep_from);
+            self.base += keep_from;
+            self.pos -= keep_from;
+            self.start -= keep_from.min(self.start);
+        }
+        Ok(())
+    }
+
+    /// Ends the body; fails if it is incomplete.
+    pub fn finish(mut self, out: &mut Vec<u8>) -> Result<()> {
+        self.run(out, true)?;
+        if self.state != State::Done {
+            return Err(JsonError { offset: self.base + self.buf.len(), msg: "unexpected end of input", eof: true }.into());
+        }
+        Ok(())
+    }
+
+    fn ws(&mut self) {
+        while let Some(&b) = self.buf.get(self.pos) {
+            if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn run(&mut self, out: &mut Vec<u8>, eof: bool) -> Result<()> {
+        loop {
+            match self.state {
+                State::Start => {
+                    self.ws();
+                    let Some(&b) = self.buf.get(self.pos) else { return Ok(()) };
+                    if b != b'{' {
+                        return Err(self.err(self.pos, "expected `{` at the start of a list").into());
+                    }
+                    self.pos += 1;
+                    out.push(b'{');
+                    self.state = State::Key { first: true };
+                }
+                State::Key { first } => {
+                    self.ws();
+                    let Some(&b) = self.buf.get(self.pos) else { return Ok(()) };
+                    if b == b'}' {
+                        self.pos += 1;
+                        out.push(b'}');
+                        self.state = State::Done;
+                        continue;
+                    }
+                    let mut p = self.pos;
+                    if !first {
+                        if b != b',' {
+                            return Err(self.err(p, "expected `,` or `}`").into());
+                        }
+                        p += 1;
+                    }
+                    // The key and its colon, read whole (keys are short).
+                    let mut sc = Scanner::with_base(&self.buf, self.base);
+                    sc.seek(p);
+                    if sc.peek().is_err() {
+                        return Ok(());
+                    }
+                    if sc.peek()? != b'"' {
+                        return Err(self.err(sc.pos(), "expected a key").into());
+                    }
+                    let key = match sc.string() {
+                        Ok(k) => k,
+                        Err(e) if e.eof => return Ok(()),
+                        Err(e) => return Err(e.into()),
+                    };
+                    match sc.peek() {
+                        Err(e) if e.eof => return Ok(()),
+                        Err(e) => return Err(e.into()),
+                        Ok(b':') => {}
+                        Ok(_) => return Err(self.err(sc.pos(), "expected `:`").into()),
+                    }
+                    sc.seek(sc.pos() + 1);
+                    let v = match sc.peek() {
+                        Err(e) if e.eof => return Ok(()),
+                        Err(e) => return Err(e.into()),
+                        Ok(v) => v,
+                    };
+                    if !first {
+                        out.push(b',');
+                    }
+                    self.key = key.text.into_owned();
+                    self.key_raw = self.buf[key.start..key.end].to_vec();
+                    self.pos = sc.pos();
+                    if self.key == "items" && v == b'[' {
+                        out.extend_from_slice(&self.key_raw);
+                        out.extend_from_slice(b":[");
+                        self.pos += 1;
+                        self.state = State::Item { first: true };
+                    } else {
+                        self.start = self.pos;
+                        self.state = State::Value;
+                    }
+                }
+                State::Value => {
+                    let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else { return Ok(()) };
+                    self.member(self.start, end, out)?;
+                    self.pos = end;
+                    self.state = State::Key { first: false };
+                }
+                State::Item { first } => {
+                    self.ws();
+                    let Some(&b) = self.buf.get(self.pos) else { return Ok(()) };
+                    if b == b']' {
+                        self.pos += 1;
+                        out.push(b']');
+                        self.state = State::Key { first: false };
+                        continue;
+                    }
+                    if !first {
+                        if b != b',' {
+                            return Err(self.err(self.pos, "expected `,` or `]`").into());
+                        }
+                        self.pos += 1;
+                        self.ws();
+                        if self.pos == self.buf.len() {
+                            // Come back for the element; remember the comma was read.
+                            self.state = State::Item { first: true };
+                            if self.items_written + self.items_dropped == 0 {
+                                return Err(self.err(self.pos, "expected a value").into());
+                            }
+                            return Ok(());
+                        }
+                    } else if b == b',' {
+                        if self.items_written + self.items_dropped == 0 {
+                            return Err(self.err(self.pos, "expected a value").into());
+                        }
+                        // Resumed after a comma that was already consumed: not valid here.
+                        return Err(self.err(self.pos, "expected a value").into());
+                    }
+                    self.start = self.pos;
+                    self.state = State::InItem;
+                }
+                State::InItem => {
+                    let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else { return Ok(()) };
+                    self.item(self.start, end, out)?;
+                    self.pos = end;
+                    self.state = State::Item { first: false };
+                }
+                State::Done => {
+                    self.ws();
+                    if self.pos < self.buf.len() {
+                        return Err(self.err(self.pos, "trailing characters").into());
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// An envelope member other than `items`.
+    fn member(&mut self, start: usize, end: usize, out: &mut Vec<u8>) -> Result<()> {
+        let raw = &self.buf[start..end];
+        let mut sc = Scanner::with_base(raw, self.base + start);
+        let mut text = None;
+        if sc.peek()? == b'"' {
+            text = Some(sc.string()?.text.into_owned());
+        } else {
+            sc.skip_value()?;
+        }
+        sc.end()?;
+        out.extend_from_slice(&self.key_raw);
+        out.push(b':');
+        let new = match (self.key.as_str(), text) {
+            ("apiVersion", Some(av)) => {
+                self.api_version = Some(av.clone());
+                let kind = self.kind.clone().or_else(|| self.ctx_list_kind());
+                object::walk::rewrite_gvk(self.rules, self.dir, Some(&av), kind.as_deref(), self.ctx.group.as_deref()).0
+            }
+            ("kind", Some(k)) => {
+                self.kind = Some(k.clone());
+                let av = self.api_version.clone().or_else(|| self.ctx_api_version());
+                object::walk::rewrite_gvk(self.rules, self.dir, av.as_deref(), Some(&k), self.ctx.group.as_deref()).1
+            }
+            _ => None,
+        };
+        match new {
+            Some(n) => out.extend_from_slice(&quote(&n)),
+            None => out.extend_from_slice(raw),
+        }
+        Ok(())
+    }
+
+    /// The list kind as the server names it, from the request context.
+    fn ctx_list_kind(&self) -> Option<String> {
+        let k = self.ctx.kind.as_ref()?;
+        Some(match self.dir {
+            Direction::Restore if self.ctx.group.as_deref().and_then(|g| self.rules.group(g)).is_some() => {
+                format!("{}{k}List", self.rules.kind_prefix)
+            }
+            _ => format!("{k}List"),
+        })
+    }
+
+    /// A server-side apiVersion guess for a kind that came before apiVersion.
+    fn ctx_api_version(&self) -> Option<String> {
+        let g = self.ctx.group.as_deref()?;
+        let grp = self.rules.group(g)?;
+        let name = match self.dir {
+            Direction::Restore => &grp.renamed,
+            Direction::Rename => &grp.original,
+        };
+        Some(format!("{name}/v"))
+    }
+
+    fn item(&mut self, start: usize, end: usize, out: &mut Vec<u8>) -> Result<()> {
+        let kind_owned = self.kind.as_deref().and_then(|k| k.strip_suffix("List")).map(str::to_owned);
+        let ctx_kind = self.ctx.kind.clone();
+        let item_kind = kind_owned.as_deref().or(match self.dir {
+            Direction::Rename => ctx_kind.as_deref(),
+            Direction::Restore => None,
+        });
+        let av = self.api_version.clone();
+        let raw = &self.buf[start..end];
+        let mut w = Walker::new(self.rules, self.dir, raw);
+        w.sc = Scanner::with_base(raw, self.base + start);
+        w.group_hint = self.ctx.group.as_deref();
+        let hint = Hint { kind: item_kind, api_version: av.as_deref(), top: true };
+        let verdict = w.object(&hint)?;
+        w.sc.end()?;
+        match verdict {
+            Verdict::Keep => {
+                if self.items_written > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(&w.output());
+                self.items_written += 1;
+            }
+            Verdict::Excluded => self.items_dropped += 1,
+        }
+        Ok(())
+    }
+}

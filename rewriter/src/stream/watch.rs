@@ -1,0 +1,120 @@
+//! WATCH streams, event by event.
+
+use crate::Direction;
+use crate::error::Result;
+use crate::json::frame::Framer;
+use crate::json::Scanner;
+use crate::object::{Context, Hint, Verdict, Walker};
+use crate::rules::Rules;
+
+/// Rewrites a stream of watch events (`{"type":..,"object":..}` values, newline-delimited or
+/// back to back); each event is written followed by `\n`.
+pub struct WatchRewriter<'r> {
+    rules: &'r Rules,
+    dir: Direction,
+    ctx: Context,
+    buf: Vec<u8>,
+    base: usize,
+    pos: usize,
+    start: Option<usize>,
+    framer: Framer,
+    events: usize,
+    dropped: usize,
+}
+
+impl<'r> WatchRewriter<'r> {
+    /// A rewriter for one watch stream.
+    pub fn new(rules: &'r Rules, dir: Direction, ctx: Context) -> Self {
+        Self {
+            rules,
+            dir,
+            ctx,
+            buf: Vec::new(),
+            base: 0,
+            pos: 0,
+            start: None,
+            framer: Framer::default(),
+            events: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Events written and dropped (excluded objects) so far.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.events, self.dropped)
+    }
+
+    /// Feeds the next piece of the stream; appends every complete event to `out`.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.buf.extend_from_slice(chunk);
+        self.run(out, false)?;
+        let keep_from = self.start.unwrap_or(self.pos);
+        if keep_from > 0 {
+            self.buf.drain(..keep_from);
+            self.base += keep_from;
+            self.pos -= keep_from;
+            self.start = self.start.map(|s| s - keep_from);
+        }
+        Ok(())
+    }
+
+    /// Ends the stream; fails if an event is cut short.
+    pub fn finish(mut self, out: &mut Vec<u8>) -> Result<()> {
+        self.run(out, true)?;
+        if self.start.is_some() {
+            let offset = self.base + self.buf.len();
+            return Err(crate::JsonError { offset, msg: "unexpected end of input", eof: true }.into());
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, out: &mut Vec<u8>, eof: bool) -> Result<()> {
+        loop {
+            if self.start.is_none() {
+                while let Some(&b) = self.buf.get(self.pos) {
+                    if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                        self.pos += 1;
+                    } else {
+                        break;
+                    }
+                }
+                if self.pos == self.buf.len() {
+                    return Ok(());
+                }
+                self.start = Some(self.pos);
+            }
+            let start = self.start.expect("set above");
+            let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else { return Ok(()) };
+            self.event(start, end, out)?;
+            self.start = None;
+        }
+    }
+
+    fn event(&mut self, start: usize, end: usize, out: &mut Vec<u8>) -> Result<()> {
+        let raw = &self.buf[start..end];
+        let mut w = Walker::new(self.rules, self.dir, raw);
+        w.sc = Scanner::with_base(raw, self.base + start);
+        w.group_hint = self.ctx.group.as_deref();
+        w.sc.begin_object()?;
+        let mut first = true;
+        let mut verdict = Verdict::Keep;
+        while let Some(k) = w.sc.next_key(&mut first)? {
+            if k.text == "object" {
+                let hint = Hint { kind: None, api_version: None, top: true };
+                verdict = w.object(&hint)?;
+            } else {
+                w.sc.skip_value()?;
+            }
+        }
+        w.sc.end()?;
+        match verdict {
+            Verdict::Keep => {
+                out.extend_from_slice(&w.output());
+                out.push(b'\n');
+                self.events += 1;
+            }
+            Verdict::Excluded => self.dropped += 1,
+        }
+        Ok(())
+    }
+}
