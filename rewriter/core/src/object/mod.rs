@@ -62,6 +62,9 @@ impl<'a> Outcome<'a> {
 pub fn rewrite<'a>(rules: &Rules, dir: Direction, input: &'a [u8], ctx: &Context) -> Result<Outcome<'a>> {
     let mut w = Walker::new(rules, dir, input);
     w.group_hint = ctx.group.as_deref();
+    if let (Some(g), Some(k)) = (&ctx.group, &ctx.kind) {
+        w.kind_hint = Some((g.clone(), k.clone()));
+    }
     let hint = Hint { kind: ctx.kind.as_deref(), api_version: None, top: true };
     let verdict = w.object(&hint)?;
     w.sc.end()?;

@@ -23,3 +23,37 @@ mod watch;
 
 pub use list::ListRewriter;
 pub use watch::WatchRewriter;
+
+/// Looks at the start of a body: `Some(true)` when it is a list (a top-level `items` array),
+/// `Some(false)` when it is complete or its top-level `kind` says it is not a list, `None` when
+/// more input is needed to tell.
+pub fn sniff_list(prefix: &[u8]) -> Option<bool> {
+    let mut sc = crate::json::Scanner::new(prefix);
+    if sc.begin_object().is_err() {
+        return Some(false);
+    }
+    let mut first = true;
+    loop {
+        let key = match sc.next_key(&mut first) {
+            Ok(Some(k)) => k,
+            Ok(None) => return Some(false),
+            Err(e) => return if e.eof { None } else { Some(false) },
+        };
+        match key.text.as_ref() {
+            "items" => return match sc.peek() {
+                Ok(b) => Some(b == b'['),
+                Err(_) => None,
+            },
+            "kind" => match sc.string_or_skip() {
+                Ok(Some(k)) if !k.text.ends_with("List") => return Some(false),
+                Ok(_) => {}
+                Err(e) => return if e.eof { None } else { Some(false) },
+            },
+            _ => {
+                if let Err(e) = sc.skip_value() {
+                    return if e.eof { None } else { Some(false) };
+                }
+            }
+        }
+    }
+}

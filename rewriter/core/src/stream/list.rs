@@ -230,7 +230,9 @@ impl<'r> ListRewriter<'r> {
                     self.state = State::Item { first: false };
                 }
                 State::Done => {
+                    let ws_start = self.pos;
                     self.ws();
+                    out.extend_from_slice(&self.buf[ws_start..self.pos]);
                     if self.pos < self.buf.len() {
                         return Err(self.err(self.pos, "trailing characters").into());
                     }

@@ -28,9 +28,9 @@ use jsonpath::Segment;
 /// Built-in rule files, embedded at build time.
 pub mod builtin {
     /// The KubeVirt rule set (`rules/kubevirt.yaml`).
-    pub const KUBEVIRT: &str = include_str!("../../../rules/kubevirt.yaml");
+    pub const KUBEVIRT: &str = include_str!("../../../../rules/kubevirt.yaml");
     /// Field locations of built-in and well-known kinds (`rules/kinds.yaml`).
-    pub const KINDS: &str = include_str!("../../../rules/kinds.yaml");
+    pub const KINDS: &str = include_str!("../../../../rules/kinds.yaml");
 }
 
 /// What lives at a field location.

@@ -1,0 +1,386 @@
+//! The decisions a proxy makes for one request, as plain data: where it goes, which bodies are
+//! rewritten and how. The sidecar proxy, the webhook proxy, the tower layer and the CLI all
+//! route requests through [`Route`], so they rewrite alike.
+//!
+//! ```
+//! use kube_api_rewriter::{exchange::{BodyMode, ProxyMode, Route}, Rules};
+//! let rules = Rules::builtin_kubevirt();
+//! let r = Route::new(&rules, ProxyMode::Api, "GET", "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines?watch=1");
+//! assert_eq!(r.upstream_path, "/apis/internal.virtualization.deckhouse.io/v1/namespaces/ns/internalvirtualizationvirtualmachines?watch=1");
+//! assert_eq!(r.response, BodyMode::Watch);
+//! ```
+
+use std::borrow::Cow;
+
+use crate::error::{Error, Result};
+use crate::object::{self, Context, Outcome};
+use crate::patch::{self, PatchType};
+use crate::path::ApiPath;
+use crate::rules::{Rules, WebhookRule};
+use crate::stream::{ListRewriter, WatchRewriter};
+use crate::Direction;
+
+/// Which proxy a request came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyMode {
+    /// Client → kube-apiserver: requests renamed, responses restored.
+    Api,
+    /// kube-apiserver → webhook server: AdmissionReview requests restored, responses renamed.
+    Webhook,
+}
+
+/// How a response body is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyMode {
+    /// Passed through untouched, streamed.
+    Pass,
+    /// One document, rewritten whole.
+    Object,
+    /// A LIST, rewritten item by item as it streams.
+    List,
+    /// A WATCH stream, rewritten event by event.
+    Watch,
+}
+
+/// The route of one request.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Which proxy.
+    pub mode: ProxyMode,
+    /// HTTP method (upper case).
+    pub method: String,
+    /// The path and query as the client sent them.
+    pub path: String,
+    /// The path and query to send upstream.
+    pub upstream_path: String,
+    /// True when the path or query changed.
+    pub path_rewritten: bool,
+    /// True when bodies of this request are rewritten (request and response).
+    pub rewrite: bool,
+    /// How a successful response body is handled.
+    pub response: BodyMode,
+    /// True for watch requests.
+    pub watch: bool,
+    /// The resource for logs and metrics (Go's `ResourceForLog`), with original names.
+    pub resource: String,
+    /// Original group and kind the bodies are about.
+    pub context: Context,
+    /// The webhook rule, in webhook mode.
+    pub webhook: Option<WebhookRule>,
+}
+
+/// A rewritten request body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestBody<'a> {
+    /// The body.
+    pub body: Cow<'a, [u8]>,
+    /// A new `Content-Type`, when the body changed format (YAML sent as JSON).
+    pub content_type: Option<&'static str>,
+}
+
+/// A rewritten (non-streamed) response body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResponseBody<'a> {
+    /// Send this body with the upstream status.
+    Body(Cow<'a, [u8]>),
+    /// The object is hidden: send this `Status` with 404.
+    NotFound(Vec<u8>),
+}
+
+/// Subresources whose bodies are not JSON objects.
+const STREAMING_SUBRESOURCES: &[&str] = &["log", "exec", "attach", "portforward", "proxy"];
+
+impl Route {
+    /// Routes a request.
+    pub fn new(rules: &Rules, mode: ProxyMode, method: &str, path_and_query: &str) -> Route {
+        let method = method.to_ascii_uppercase();
+        let parsed = ApiPath::parse(path_and_query);
+        let watch = parsed.is_watch();
+        if mode == ProxyMode::Webhook {
+            let rule = crate::path::webhook_rule(rules, path_and_query).cloned();
+            let upstream_path = match &rule {
+                Some(r) => match path_and_query.split_once('?') {
+                    Some((_, q)) => format!("{}?{q}", r.path),
+                    None => r.path.clone(),
+                },
+                None => path_and_query.to_owned(),
+            };
+            let context = rule.as_ref().map(|r| webhook_context(rules, r)).unwrap_or_default();
+            return Route {
+                mode,
+                method,
+                path: path_and_query.to_owned(),
+                path_rewritten: upstream_path != path_and_query,
+                upstream_path,
+                rewrite: rule.is_some(),
+                response: if rule.is_some() { BodyMode::Object } else { BodyMode::Pass },
+                watch: false,
+                resource: rule.as_ref().map_or_else(|| "UNKNOWN".to_owned(), |r| r.resource.clone()),
+                context,
+                webhook: rule,
+            };
+        }
+        let (upstream, changed) = match crate::path::rewrite_parsed(rules, Direction::Rename, &parsed) {
+            Ok((p, changed)) => (p.to_string(), changed),
+            Err(_) => (path_and_query.to_owned(), false),
+        };
+        let f = facts(&parsed);
+        let rewrite = match f.prefix {
+            Prefix::Other => false,
+            Prefix::Core => {
+                f.resource.is_some()
+                    && rules.rewrites_core()
+                    && !f.sub.as_deref().is_some_and(|s| STREAMING_SUBRESOURCES.contains(&s))
+            }
+            Prefix::Apis => match (&f.group, &f.resource) {
+                (None, _) => true,
+                (Some(g), None) => rules.group(g).is_some(),
+                (Some(g), Some(r)) => {
+                    let crd = g == "apiextensions.k8s.io" && r == "customresourcedefinitions";
+                    let sub_stream = f.sub.as_deref().is_some_and(|s| STREAMING_SUBRESOURCES.contains(&s));
+                    !sub_stream && (crd || rules.resource(g, r).is_some() || rules.rewrites_resource(r))
+                }
+            },
+        };
+        let response = if !rewrite {
+            BodyMode::Pass
+        } else if watch {
+            BodyMode::Watch
+        } else if method == "GET" && f.resource.is_some() && f.name.is_none() {
+            BodyMode::List
+        } else {
+            BodyMode::Object
+        };
+        let context = Context {
+            group: f.group.clone(),
+            kind: f.resource.as_deref().and_then(|r| kind_of(rules, f.group.as_deref().unwrap_or(""), r)),
+        };
+        Route {
+            mode,
+            method,
+            path: path_and_query.to_owned(),
+            upstream_path: upstream,
+            path_rewritten: changed,
+            rewrite,
+            response,
+            watch,
+            resource: f.label,
+            context,
+            webhook: None,
+        }
+    }
+
+    /// Direction for request bodies.
+    pub fn request_direction(&self) -> Direction {
+        match self.mode {
+            ProxyMode::Api => Direction::Rename,
+            ProxyMode::Webhook => Direction::Restore,
+        }
+    }
+
+    /// Direction for response bodies.
+    pub fn response_direction(&self) -> Direction {
+        self.request_direction().reverse()
+    }
+
+    /// True when upstream should be asked for JSON rather than protobuf or CBOR.
+    pub fn wants_json(&self) -> bool {
+        self.rewrite
+    }
+
+    /// Rewrites a request body sent with `content_type`.
+    pub fn request_body<'a>(&self, rules: &Rules, content_type: Option<&str>, body: &'a [u8]) -> Result<RequestBody<'a>> {
+        let keep = |body: &'a [u8]| Ok(RequestBody { body: Cow::Borrowed(body), content_type: None });
+        if !self.rewrite || body.is_empty() {
+            return keep(body);
+        }
+        let dir = self.request_direction();
+        let media = media_type(content_type);
+        if media.contains("protobuf") || media.contains("cbor") {
+            return Err(Error::UnsupportedMediaType(media));
+        }
+        if self.method == "PATCH" {
+            let Some(ty) = content_type.and_then(PatchType::from_content_type) else {
+                return Err(Error::UnsupportedMediaType(media));
+            };
+            let plan = self.plan(rules);
+            let out = patch::rewrite(rules, dir, ty, body, plan)?;
+            return Ok(RequestBody { body: out, content_type: None });
+        }
+        match media.as_str() {
+            "" | "application/json" | "*/*" => {
+                let out = object::rewrite(rules, dir, body, &self.context)?;
+                let body = match out {
+                    Outcome::Object(b) => b,
+                    Outcome::Excluded => Cow::Borrowed(body),
+                };
+                Ok(RequestBody { body, content_type: None })
+            }
+            "application/yaml" | "application/x-yaml" | "text/yaml" => {
+                let json = patch::yaml_to_json(body)?;
+                let out = object::rewrite(rules, dir, &json, &self.context)?;
+                let out = match out {
+                    Outcome::Object(b) => b.into_owned(),
+                    Outcome::Excluded => json.clone(),
+                };
+                Ok(RequestBody { body: Cow::Owned(out), content_type: Some("application/json") })
+            }
+            _ => keep(body),
+        }
+    }
+
+    /// The plan of the objects this request is about.
+    pub fn plan<'r>(&self, rules: &'r Rules) -> &'r crate::object::plan::Node {
+        patch::plan_for(rules, self.context.group.as_deref().unwrap_or(""), self.context.kind.as_deref().unwrap_or(""))
+    }
+
+    /// True when a response with this status and `Content-Type` is rewritten.
+    pub fn rewrites_response(&self, status: u16, content_type: Option<&str>) -> bool {
+        self.rewrite && status != 101 && status != 204 && status != 304 && is_json(content_type)
+    }
+
+    /// How a response with `status` is handled (errors are single Status documents).
+    pub fn response_mode(&self, status: u16, content_type: Option<&str>) -> BodyMode {
+        if !self.rewrites_response(status, content_type) {
+            BodyMode::Pass
+        } else if !(200..300).contains(&status) && self.response != BodyMode::Watch {
+            BodyMode::Object
+        } else {
+            self.response
+        }
+    }
+
+    /// Rewrites a whole response body.
+    pub fn response_body<'a>(&self, rules: &Rules, body: &'a [u8]) -> Result<ResponseBody<'a>> {
+        let ctx = self.context.clone();
+        match object::rewrite(rules, self.response_direction(), body, &ctx)? {
+            Outcome::Object(b) => Ok(ResponseBody::Body(b)),
+            Outcome::Excluded => Ok(ResponseBody::NotFound(self.not_found())),
+        }
+    }
+
+    /// A LIST body rewriter for this response.
+    pub fn list_rewriter<'r>(&self, rules: &'r Rules) -> ListRewriter<'r> {
+        ListRewriter::new(rules, self.response_direction(), self.context.clone())
+    }
+
+    /// A WATCH stream rewriter for this response.
+    pub fn watch_rewriter<'r>(&self, rules: &'r Rules) -> WatchRewriter<'r> {
+        WatchRewriter::new(rules, self.response_direction(), self.context.clone())
+    }
+
+    fn not_found(&self) -> Vec<u8> {
+        let p = ApiPath::parse(&self.path);
+        let f = facts(&p);
+        let resource = f.resource.clone().unwrap_or_default();
+        let name = f.name.clone().unwrap_or_default();
+        let gr = match f.group.as_deref() {
+            Some(g) if !g.is_empty() => format!("{resource}.{g}"),
+            _ => resource.clone(),
+        };
+        let details = serde_json::json!({"name": name, "group": f.group.clone().unwrap_or_default(), "kind": resource});
+        status_json(404, "NotFound", &format!("{gr} \"{name}\" not found"), Some(details))
+    }
+}
+
+/// A Kubernetes `Status` failure body.
+pub fn status_json(code: u16, reason: &str, message: &str, details: Option<serde_json::Value>) -> Vec<u8> {
+    let mut v = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    });
+    if let Some(d) = details {
+        v["details"] = d;
+    }
+    serde_json::to_vec(&v).expect("a Value serializes")
+}
+
+fn media_type(ct: Option<&str>) -> String {
+    ct.unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase()
+}
+
+/// True for JSON media types (`application/json`, `...+json`), parameters ignored.
+pub fn is_json(ct: Option<&str>) -> bool {
+    let m = media_type(ct);
+    m == "application/json" || m.ends_with("+json")
+}
+
+fn webhook_context(rules: &Rules, w: &WebhookRule) -> Context {
+    let first = w.resource.split(',').next().unwrap_or("");
+    let plural = first.split('/').next().unwrap_or("");
+    Context { group: Some(w.group.clone()), kind: rules.resource(&w.group, plural).map(|r| r.kind.clone()) }
+}
+
+/// The original kind of a resource: from the rules, or guessed for built-in kinds the way
+/// Kubernetes guesses plurals.
+pub fn kind_of(rules: &Rules, group: &str, plural: &str) -> Option<String> {
+    if let Some(r) = rules.resource(group, plural) {
+        return Some(r.kind.clone());
+    }
+    rules
+        .kinds
+        .iter()
+        .filter(|k| k.api_groups.as_ref().is_none_or(|g| g.iter().any(|x| x == group)))
+        .flat_map(|k| k.kinds.iter())
+        .find(|k| guess_plural(k) == plural)
+        .cloned()
+}
+
+fn guess_plural(kind: &str) -> String {
+    let l = kind.to_ascii_lowercase();
+    if l.ends_with('s') || l.ends_with("ch") || l.ends_with('x') {
+        format!("{l}es")
+    } else if let Some(stem) = l.strip_suffix('y').filter(|s| !s.ends_with(['a', 'e', 'i', 'o', 'u'])) {
+        format!("{stem}ies")
+    } else {
+        format!("{l}s")
+    }
+}
+
+enum Prefix {
+    Core,
+    Apis,
+    Other,
+}
+
+struct Facts {
+    prefix: Prefix,
+    group: Option<String>,
+    resource: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+    label: String,
+}
+
+/// The parts of a parsed path this module decides on.
+fn facts(p: &ApiPath) -> Facts {
+    let (prefix, group) = match p.prefix() {
+        crate::path::Prefix::Core => (Prefix::Core, Some(String::new())),
+        crate::path::Prefix::Apis => (Prefix::Apis, p.group().map(str::to_owned)),
+        _ => (Prefix::Other, None),
+    };
+    let resource = p.resource().map(str::to_owned);
+    let label = match (&prefix, &group, &resource) {
+        (Prefix::Other, _, _) => "UNKNOWN".to_owned(),
+        (Prefix::Core, _, None) => "APIVersions/core".to_owned(),
+        (Prefix::Apis, None, _) => "APIGroupList".to_owned(),
+        (Prefix::Apis, Some(g), None) => format!("APIGroup/{g}"),
+        (_, _, Some(r)) => match p.subresource() {
+            Some(s) => format!("{r}/{s}"),
+            None => r.clone(),
+        },
+    };
+    Facts {
+        prefix,
+        group,
+        resource,
+        name: p.name().map(str::to_owned),
+        sub: p.subresource().map(str::to_owned),
+        label,
+    }
+}
