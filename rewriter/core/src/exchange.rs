@@ -12,13 +12,13 @@
 
 use std::borrow::Cow;
 
+use crate::Direction;
 use crate::error::{Error, Result};
 use crate::object::{self, Context, Outcome};
 use crate::patch::{self, PatchType};
 use crate::path::ApiPath;
 use crate::rules::{Rules, WebhookRule};
 use crate::stream::{ListRewriter, WatchRewriter};
-use crate::Direction;
 
 /// Which proxy a request came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +105,10 @@ impl Route {
                 },
                 None => path_and_query.to_owned(),
             };
-            let context = rule.as_ref().map(|r| webhook_context(rules, r)).unwrap_or_default();
+            let context = rule
+                .as_ref()
+                .map(|r| webhook_context(rules, r))
+                .unwrap_or_default();
             return Route {
                 mode,
                 method,
@@ -113,9 +116,15 @@ impl Route {
                 path_rewritten: upstream_path != path_and_query,
                 upstream_path,
                 rewrite: rule.is_some(),
-                response: if rule.is_some() { BodyMode::Object } else { BodyMode::Pass },
+                response: if rule.is_some() {
+                    BodyMode::Object
+                } else {
+                    BodyMode::Pass
+                },
                 watch: false,
-                resource: rule.as_ref().map_or_else(|| "UNKNOWN".to_owned(), |r| r.resource.clone()),
+                resource: rule
+                    .as_ref()
+                    .map_or_else(|| "UNKNOWN".to_owned(), |r| r.resource.clone()),
                 context,
                 webhook: rule,
             };
@@ -130,14 +139,20 @@ impl Route {
             Prefix::Core => {
                 f.resource.is_some()
                     && rules.rewrites_core()
-                    && !f.sub.as_deref().is_some_and(|s| STREAMING_SUBRESOURCES.contains(&s))
+                    && !f
+                        .sub
+                        .as_deref()
+                        .is_some_and(|s| STREAMING_SUBRESOURCES.contains(&s))
             }
             Prefix::Apis => match (&f.group, &f.resource) {
                 (None, _) => true,
                 (Some(g), None) => rules.group(g).is_some(),
                 (Some(g), Some(r)) => {
                     let crd = g == "apiextensions.k8s.io" && r == "customresourcedefinitions";
-                    let sub_stream = f.sub.as_deref().is_some_and(|s| STREAMING_SUBRESOURCES.contains(&s));
+                    let sub_stream = f
+                        .sub
+                        .as_deref()
+                        .is_some_and(|s| STREAMING_SUBRESOURCES.contains(&s));
                     !sub_stream && (crd || rules.resource(g, r).is_some() || rules.rewrites_resource(r))
                 }
             },
@@ -153,7 +168,10 @@ impl Route {
         };
         let context = Context {
             group: f.group.clone(),
-            kind: f.resource.as_deref().and_then(|r| kind_of(rules, f.group.as_deref().unwrap_or(""), r)),
+            kind: f
+                .resource
+                .as_deref()
+                .and_then(|r| kind_of(rules, f.group.as_deref().unwrap_or(""), r)),
         };
         Route {
             mode,
@@ -189,8 +207,18 @@ impl Route {
     }
 
     /// Rewrites a request body sent with `content_type`.
-    pub fn request_body<'a>(&self, rules: &Rules, content_type: Option<&str>, body: &'a [u8]) -> Result<RequestBody<'a>> {
-        let keep = |body: &'a [u8]| Ok(RequestBody { body: Cow::Borrowed(body), content_type: None });
+    pub fn request_body<'a>(
+        &self,
+        rules: &Rules,
+        content_type: Option<&str>,
+        body: &'a [u8],
+    ) -> Result<RequestBody<'a>> {
+        let keep = |body: &'a [u8]| {
+            Ok(RequestBody {
+                body: Cow::Borrowed(body),
+                content_type: None,
+            })
+        };
         if !self.rewrite || body.is_empty() {
             return keep(body);
         }
@@ -205,7 +233,10 @@ impl Route {
             };
             let plan = self.plan(rules);
             let out = patch::rewrite(rules, dir, ty, body, plan)?;
-            return Ok(RequestBody { body: out, content_type: None });
+            return Ok(RequestBody {
+                body: out,
+                content_type: None,
+            });
         }
         match media.as_str() {
             "" | "application/json" | "*/*" => {
@@ -214,7 +245,10 @@ impl Route {
                     Outcome::Object(b) => b,
                     Outcome::Excluded => Cow::Borrowed(body),
                 };
-                Ok(RequestBody { body, content_type: None })
+                Ok(RequestBody {
+                    body,
+                    content_type: None,
+                })
             }
             "application/yaml" | "application/x-yaml" | "text/yaml" => {
                 let json = patch::yaml_to_json(body)?;
@@ -223,7 +257,10 @@ impl Route {
                     Outcome::Object(b) => b.into_owned(),
                     Outcome::Excluded => json.clone(),
                 };
-                Ok(RequestBody { body: Cow::Owned(out), content_type: Some("application/json") })
+                Ok(RequestBody {
+                    body: Cow::Owned(out),
+                    content_type: Some("application/json"),
+                })
             }
             _ => keep(body),
         }
@@ -231,7 +268,11 @@ impl Route {
 
     /// The plan of the objects this request is about.
     pub fn plan<'r>(&self, rules: &'r Rules) -> &'r crate::object::plan::Node {
-        patch::plan_for(rules, self.context.group.as_deref().unwrap_or(""), self.context.kind.as_deref().unwrap_or(""))
+        patch::plan_for(
+            rules,
+            self.context.group.as_deref().unwrap_or(""),
+            self.context.kind.as_deref().unwrap_or(""),
+        )
     }
 
     /// True when a response with this status and `Content-Type` is rewritten.
@@ -278,8 +319,14 @@ impl Route {
             Some(g) if !g.is_empty() => format!("{resource}.{g}"),
             _ => resource.clone(),
         };
-        let details = serde_json::json!({"name": name, "group": f.group.clone().unwrap_or_default(), "kind": resource});
-        status_json(404, "NotFound", &format!("{gr} \"{name}\" not found"), Some(details))
+        let details =
+            serde_json::json!({"name": name, "group": f.group.clone().unwrap_or_default(), "kind": resource});
+        status_json(
+            404,
+            "NotFound",
+            &format!("{gr} \"{name}\" not found"),
+            Some(details),
+        )
     }
 }
 
@@ -301,7 +348,12 @@ pub fn status_json(code: u16, reason: &str, message: &str, details: Option<serde
 }
 
 fn media_type(ct: Option<&str>) -> String {
-    ct.unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase()
+    ct.unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
 }
 
 /// True for JSON media types (`application/json`, `...+json`), parameters ignored.
@@ -313,7 +365,10 @@ pub fn is_json(ct: Option<&str>) -> bool {
 fn webhook_context(rules: &Rules, w: &WebhookRule) -> Context {
     let first = w.resource.split(',').next().unwrap_or("");
     let plural = first.split('/').next().unwrap_or("");
-    Context { group: Some(w.group.clone()), kind: rules.resource(&w.group, plural).map(|r| r.kind.clone()) }
+    Context {
+        group: Some(w.group.clone()),
+        kind: rules.resource(&w.group, plural).map(|r| r.kind.clone()),
+    }
 }
 
 /// The original kind of a resource: from the rules, or guessed for built-in kinds the way
@@ -335,7 +390,10 @@ fn guess_plural(kind: &str) -> String {
     let l = kind.to_ascii_lowercase();
     if l.ends_with('s') || l.ends_with("ch") || l.ends_with('x') {
         format!("{l}es")
-    } else if let Some(stem) = l.strip_suffix('y').filter(|s| !s.ends_with(['a', 'e', 'i', 'o', 'u'])) {
+    } else if let Some(stem) = l
+        .strip_suffix('y')
+        .filter(|s| !s.ends_with(['a', 'e', 'i', 'o', 'u']))
+    {
         format!("{stem}ies")
     } else {
         format!("{l}s")

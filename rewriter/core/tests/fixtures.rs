@@ -18,7 +18,9 @@ fn fixture(name: &str) -> Vec<u8> {
     if name.ends_with(".gz") {
         use std::io::Read;
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..]).read_to_end(&mut out).unwrap();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .unwrap();
         out
     } else {
         raw
@@ -72,7 +74,12 @@ fn index() -> Vec<Entry> {
 }
 
 /// Discovery documents: clients never send them, so renaming does not undo restoring.
-const LOSSY: &[&str] = &["discovery-apis.json", "discovery-apis-internal-virtualization.json", "discovery-apis-internal-virtualization-v1.json", "discovery-apis-internal-virtualization-v1alpha3.json"];
+const LOSSY: &[&str] = &[
+    "discovery-apis.json",
+    "discovery-apis-internal-virtualization.json",
+    "discovery-apis-internal-virtualization-v1.json",
+    "discovery-apis-internal-virtualization-v1alpha3.json",
+];
 
 #[test]
 fn every_server_response_round_trips() {
@@ -80,7 +87,9 @@ fn every_server_response_round_trips() {
     let mut checked = 0;
     for e in index() {
         let body = fixture(&e.file);
-        if e.file.ends_with(".raw") || serde_json::from_slice::<Value>(&body).is_err() && !e.path.contains("watch=") {
+        if e.file.ends_with(".raw")
+            || serde_json::from_slice::<Value>(&body).is_err() && !e.path.contains("watch=")
+        {
             continue; // text/plain 404, chunk-framed capture
         }
         let (restored, back) = if e.path.contains("watch=") {
@@ -96,18 +105,34 @@ fn every_server_response_round_trips() {
         let is_status = serde_json::from_slice::<Value>(&body).is_ok_and(|v| v["kind"] == "Status");
         if LOSSY.contains(&e.file.as_str()) || is_status {
             // Clients never send these, so renaming leaves them alone: check the restore only.
-            assert!(!text.contains("internal.virtualization.deckhouse.io"), "{}: renamed group left: {text}", e.file);
+            assert!(
+                !text.contains("internal.virtualization.deckhouse.io"),
+                "{}: renamed group left: {text}",
+                e.file
+            );
             continue;
         }
         if e.path.contains("watch=") {
-            let a: Vec<Value> = body.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(json).collect();
-            let b: Vec<Value> = back.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(json).collect();
+            let a: Vec<Value> = body
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(json)
+                .collect();
+            let b: Vec<Value> = back
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(json)
+                .collect();
             assert_eq!(a, b, "{}: rename(restore(x)) != x", e.file);
         } else if e.file.starts_with("crd-") {
             // Lossy by design: CRD names come from the rules, and the KubeVirt rules spell the
             // VMI short names `vmi, vmsi` where this server's CRD says `intvirtvmis`.
             let strip = |mut v: Value| {
-                for item in v.get_mut("items").and_then(Value::as_array_mut).map_or(vec![], |a| a.iter_mut().collect()) {
+                for item in v
+                    .get_mut("items")
+                    .and_then(Value::as_array_mut)
+                    .map_or(vec![], |a| a.iter_mut().collect())
+                {
                     item["spec"]["names"]["shortNames"] = Value::Null;
                     item["status"]["acceptedNames"]["shortNames"] = Value::Null;
                 }
@@ -117,16 +142,35 @@ fn every_server_response_round_trips() {
                 }
                 v
             };
-            assert_eq!(strip(json(&body)), strip(json(&back)), "{}: rename(restore(x)) != x", e.file);
+            assert_eq!(
+                strip(json(&body)),
+                strip(json(&back)),
+                "{}: rename(restore(x)) != x",
+                e.file
+            );
         } else {
             assert_eq!(json(&body), json(&back), "{}: rename(restore(x)) != x", e.file);
         }
         // The API server's own bytes come back unchanged for every walker-rewritten kind.
         if e.file.starts_with("vm") || e.file.starts_with("kubevirt") || e.file.starts_with("event") {
-            let compact = |b: &[u8]| b.split(|&c| c == b'\n').filter(|l| !l.is_empty()).flatten().copied().collect::<Vec<u8>>();
-            assert_eq!(compact(&body), compact(&back), "{}: bytes changed in a round trip", e.file);
+            let compact = |b: &[u8]| {
+                b.split(|&c| c == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .flatten()
+                    .copied()
+                    .collect::<Vec<u8>>()
+            };
+            assert_eq!(
+                compact(&body),
+                compact(&back),
+                "{}: bytes changed in a round trip",
+                e.file
+            );
         }
-        if e.status.unwrap_or(200) < 300 && e.path.contains("internal.virtualization.deckhouse.io") && !e.file.contains("410") {
+        if e.status.unwrap_or(200) < 300
+            && e.path.contains("internal.virtualization.deckhouse.io")
+            && !e.file.contains("410")
+        {
             assert!(text.contains("kubevirt.io"), "{}: nothing restored", e.file);
         }
         checked += 1;
@@ -140,22 +184,47 @@ fn vm_list_restores_every_name_by_location() {
     let v = json(&whole(&rules, Direction::Restore, &fixture("vm-list.json")));
     assert_eq!(v["apiVersion"], "kubevirt.io/v1");
     assert_eq!(v["kind"], "VirtualMachineList");
-    let vm1 = v["items"].as_array().unwrap().iter().find(|i| i["metadata"]["name"] == "vm1").unwrap();
+    let vm1 = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == "vm1")
+        .unwrap();
     assert_eq!(vm1["apiVersion"], "kubevirt.io/v1");
     assert_eq!(vm1["kind"], "VirtualMachine");
     let m = &vm1["metadata"];
     assert_eq!(m["labels"]["kubevirt.io/created-by"], "virt-controller");
     assert_eq!(m["annotations"]["kubevirt.io/latest-observed-api-version"], "v1");
     assert_eq!(m["finalizers"][0], "kubevirt.io/virtualMachineControllerFinalize");
-    assert_eq!(m["ownerReferences"][0]["apiVersion"], "virtualization.deckhouse.io/v1alpha2", "other groups untouched");
+    assert_eq!(
+        m["ownerReferences"][0]["apiVersion"], "virtualization.deckhouse.io/v1alpha2",
+        "other groups untouched"
+    );
     let mf = m["managedFields"].as_array().unwrap();
     assert!(mf.iter().all(|f| f["apiVersion"] == "kubevirt.io/v1"));
-    let fields = mf.iter().map(|f| f["fieldsV1"]["f:metadata"].to_string()).collect::<String>();
-    assert!(fields.contains("f:kubevirt.io/created-by"), "managedFields keys restored: {fields}");
+    let fields = mf
+        .iter()
+        .map(|f| f["fieldsV1"]["f:metadata"].to_string())
+        .collect::<String>();
+    assert!(
+        fields.contains("f:kubevirt.io/created-by"),
+        "managedFields keys restored: {fields}"
+    );
     assert!(!fields.contains("kubevirt.internal"), "{fields}");
     // Free text and spec are not touched: the server's template labels stay as they are.
     let tmpl = serde_json::to_string(&vm1["spec"]).unwrap();
-    assert_eq!(tmpl, serde_json::to_string(&json(&fixture("vm-list.json"))["items"].as_array().unwrap().iter().find(|i| i["metadata"]["name"] == "vm1").unwrap()["spec"]).unwrap());
+    assert_eq!(
+        tmpl,
+        serde_json::to_string(
+            &json(&fixture("vm-list.json"))["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|i| i["metadata"]["name"] == "vm1")
+                .unwrap()["spec"]
+        )
+        .unwrap()
+    );
 }
 
 #[test]
@@ -165,19 +234,37 @@ fn vmi_owner_reference_to_a_renamed_kind_is_restored() {
     let owner = &v["metadata"]["ownerReferences"][0];
     assert_eq!(owner["apiVersion"], "kubevirt.io/v1");
     assert_eq!(owner["kind"], "VirtualMachine");
-    assert!(v["metadata"]["finalizers"].as_array().unwrap().iter().any(|f| f == "foregroundDeleteVirtualMachine"));
+    assert!(
+        v["metadata"]["finalizers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "foregroundDeleteVirtualMachine")
+    );
 }
 
 #[test]
 fn tables_and_partial_object_metadata_are_restored() {
     let rules = rules();
-    for f in ["vm-list-table.json", "vm-list-table-includeobject-object.json", "vm-get-table.json", "vm-list-partialobjectmetadata.json"] {
+    for f in [
+        "vm-list-table.json",
+        "vm-list-table-includeobject-object.json",
+        "vm-get-table.json",
+        "vm-list-partialobjectmetadata.json",
+    ] {
         let out = whole(&rules, Direction::Restore, &fixture(f));
         let text = String::from_utf8(out).unwrap();
-        assert!(!text.contains("kubevirt.internal.virtualization.deckhouse.io/created-by"), "{f}: {text:.300}");
+        assert!(
+            !text.contains("kubevirt.internal.virtualization.deckhouse.io/created-by"),
+            "{f}: {text:.300}"
+        );
         assert!(text.contains("kubevirt.io/created-by"), "{f}");
     }
-    let v = json(&whole(&rules, Direction::Restore, &fixture("vm-list-table-includeobject-object.json")));
+    let v = json(&whole(
+        &rules,
+        Direction::Restore,
+        &fixture("vm-list-table-includeobject-object.json"),
+    ));
     assert_eq!(v["rows"][0]["object"]["kind"], "VirtualMachine");
 }
 
@@ -185,48 +272,110 @@ fn tables_and_partial_object_metadata_are_restored() {
 fn status_errors_name_the_original_resource() {
     let rules = rules();
     let v = json(&whole(&rules, Direction::Restore, &fixture("vm-get-404.json")));
-    assert_eq!(v["message"], "virtualmachines.kubevirt.io \"does-not-exist\" not found");
+    assert_eq!(
+        v["message"],
+        "virtualmachines.kubevirt.io \"does-not-exist\" not found"
+    );
     assert_eq!(v["details"]["group"], "kubevirt.io");
     assert_eq!(v["details"]["kind"], "virtualmachines");
-    let v = json(&whole(&rules, Direction::Restore, &fixture("vm-create-422-invalid.json")));
-    assert!(v["message"].as_str().unwrap().starts_with("VirtualMachine.kubevirt.io \"Bad_Name\" is invalid"), "{}", v["message"]);
+    let v = json(&whole(
+        &rules,
+        Direction::Restore,
+        &fixture("vm-create-422-invalid.json"),
+    ));
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("VirtualMachine.kubevirt.io \"Bad_Name\" is invalid"),
+        "{}",
+        v["message"]
+    );
     assert_eq!(v["details"]["kind"], "VirtualMachine");
-    let v = json(&whole(&rules, Direction::Restore, &fixture("vm-list-403-forbidden.json")));
-    assert!(v["message"].as_str().unwrap().contains("cannot list resource \"virtualmachines\" in API group \"kubevirt.io\""));
+    let v = json(&whole(
+        &rules,
+        Direction::Restore,
+        &fixture("vm-list-403-forbidden.json"),
+    ));
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot list resource \"virtualmachines\" in API group \"kubevirt.io\"")
+    );
 }
 
 #[test]
 fn discovery_shows_only_original_groups() {
     let rules = rules();
-    let v = json(&whole(&rules, Direction::Restore, &fixture("discovery-apis.json")));
-    let names: Vec<&str> = v["groups"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
+    let v = json(&whole(
+        &rules,
+        Direction::Restore,
+        &fixture("discovery-apis.json"),
+    ));
+    let names: Vec<&str> = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
     assert!(names.contains(&"kubevirt.io"));
     assert!(!names.iter().any(|n| n.contains("internal.virtualization")));
-    let kv = v["groups"].as_array().unwrap().iter().find(|g| g["name"] == "kubevirt.io").unwrap();
+    let kv = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "kubevirt.io")
+        .unwrap();
     assert_eq!(kv["preferredVersion"]["groupVersion"], "kubevirt.io/v1");
-    let v = json(&whole(&rules, Direction::Restore, &fixture("discovery-apis-internal-virtualization-v1.json")));
+    let v = json(&whole(
+        &rules,
+        Direction::Restore,
+        &fixture("discovery-apis-internal-virtualization-v1.json"),
+    ));
     assert_eq!(v["groupVersion"], "kubevirt.io/v1");
-    let vm = v["resources"].as_array().unwrap().iter().find(|r| r["name"] == "virtualmachines").unwrap();
+    let vm = v["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "virtualmachines")
+        .unwrap();
     assert_eq!(vm["kind"], "VirtualMachine");
     assert_eq!(vm["singularName"], "virtualmachine");
     assert_eq!(vm["shortNames"], serde_json::json!(["vm", "vms"]));
     assert_eq!(vm["categories"], serde_json::json!(["all"]));
-    assert!(v["resources"].as_array().unwrap().iter().any(|r| r["name"] == "virtualmachines/status"));
+    assert!(
+        v["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "virtualmachines/status")
+    );
 }
 
 #[test]
 fn crds_restore_from_the_rules_and_hide_original_groups() {
     let rules = rules();
-    let v = json(&whole(&rules, Direction::Restore, &fixture("crd-get-virtualmachines.json")));
+    let v = json(&whole(
+        &rules,
+        Direction::Restore,
+        &fixture("crd-get-virtualmachines.json"),
+    ));
     assert_eq!(v["metadata"]["name"], "virtualmachines.kubevirt.io");
     assert_eq!(v["spec"]["group"], "kubevirt.io");
     assert_eq!(v["spec"]["names"]["kind"], "VirtualMachine");
     assert_eq!(v["spec"]["names"]["shortNames"], serde_json::json!(["vm", "vms"]));
-    assert_eq!(v["status"]["acceptedNames"]["kind"], "VirtualMachine", "Go left acceptedNames renamed");
+    assert_eq!(
+        v["status"]["acceptedNames"]["kind"], "VirtualMachine",
+        "Go left acceptedNames renamed"
+    );
     assert_eq!(v["status"]["acceptedNames"]["plural"], "virtualmachines");
     // An original-group CRD served upstream (a real KubeVirt) is dropped from lists.
     let crd = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"virtualmachines.kubevirt.io"},"spec":{"group":"kubevirt.io"}}"#;
-    let body = format!(r#"{{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{{}},"items":[{crd},{}]}}"#, String::from_utf8(fixture("crd-get-virtualmachines.json")).unwrap());
+    let body = format!(
+        r#"{{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{{}},"items":[{crd},{}]}}"#,
+        String::from_utf8(fixture("crd-get-virtualmachines.json")).unwrap()
+    );
     let v = json(&whole(&rules, Direction::Restore, body.as_bytes()));
     assert_eq!(v["items"].as_array().unwrap().len(), 1);
     assert_eq!(v["items"][0]["metadata"]["name"], "virtualmachines.kubevirt.io");
@@ -237,21 +386,37 @@ fn crds_restore_from_the_rules_and_hide_original_groups() {
 fn original_crds_rename_to_what_the_module_ships() {
     let rules = rules();
     let dir = shared().join("kubevirt-crds");
-    for f in ["virtualmachines.yaml", "virtualmachineinstances.yaml", "kubevirt.yaml"] {
-        let original = kube_api_rewriter::patch::yaml_to_json(&std::fs::read(dir.join("original").join(f)).unwrap()).unwrap();
-        let renamed = json(&kube_api_rewriter::patch::yaml_to_json(&std::fs::read(dir.join("renamed").join(f)).unwrap()).unwrap());
+    for f in [
+        "virtualmachines.yaml",
+        "virtualmachineinstances.yaml",
+        "kubevirt.yaml",
+    ] {
+        let original =
+            kube_api_rewriter::patch::yaml_to_json(&std::fs::read(dir.join("original").join(f)).unwrap())
+                .unwrap();
+        let renamed = json(
+            &kube_api_rewriter::patch::yaml_to_json(&std::fs::read(dir.join("renamed").join(f)).unwrap())
+                .unwrap(),
+        );
         let out = whole(&rules, Direction::Rename, &original);
         let v = json(&out);
         assert_eq!(v["metadata"]["name"], renamed["metadata"]["name"], "{f}");
         assert_eq!(v["spec"]["group"], renamed["spec"]["group"], "{f}");
         for k in ["kind", "listKind", "plural", "singular"] {
-            assert_eq!(v["spec"]["names"][k], renamed["spec"]["names"][k], "{f} names.{k}");
+            assert_eq!(
+                v["spec"]["names"][k], renamed["spec"]["names"][k],
+                "{f} names.{k}"
+            );
         }
         // Short names come from the rules (lossy by design): every one carries the prefix.
         for s in v["spec"]["names"]["shortNames"].as_array().unwrap() {
             assert!(s.as_str().unwrap().starts_with("intvirt"), "{f}: {s}");
         }
-        assert_eq!(v["spec"]["versions"], json(&original)["spec"]["versions"], "{f}: schemas untouched");
+        assert_eq!(
+            v["spec"]["versions"],
+            json(&original)["spec"]["versions"],
+            "{f}: schemas untouched"
+        );
         let back = whole(&rules, Direction::Restore, &out);
         let (mut a, mut b) = (json(&back), json(&original));
         // Lossy by design: restored CRD names come from the rules (categories may be null there).
@@ -264,23 +429,50 @@ fn original_crds_rename_to_what_the_module_ships() {
 #[test]
 fn rbac_events_webhooks_and_access_reviews() {
     let rules = rules();
-    let v = json(&whole(&rules, Direction::Restore, &fixture("rbac-clusterrole-get.json")));
+    let v = json(&whole(
+        &rules,
+        Direction::Restore,
+        &fixture("rbac-clusterrole-get.json"),
+    ));
     let s = v["rules"].to_string();
-    assert!(s.contains("\"kubevirt.io\"") && s.contains("\"virtualmachines\"") && !s.contains("internalvirtualization"), "{s}");
+    assert!(
+        s.contains("\"kubevirt.io\"")
+            && s.contains("\"virtualmachines\"")
+            && !s.contains("internalvirtualization"),
+        "{s}"
+    );
     let v = json(&whole(&rules, Direction::Restore, &fixture("event-create.json")));
     assert_eq!(v["involvedObject"]["apiVersion"], "kubevirt.io/v1");
     assert_eq!(v["involvedObject"]["kind"], "VirtualMachine");
     let v = json(&whole(&rules, Direction::Restore, &fixture("vwc-get.json")));
-    let s = v["webhooks"].as_array().unwrap().iter().map(|w| w["rules"].to_string()).collect::<String>();
-    assert!(s.contains("kubevirt.io") && !s.contains("internal.virtualization"), "{s}");
-    let v = json(&whole(&rules, Direction::Restore, &fixture("rbac-selfsubjectaccessreview.json")));
+    let s = v["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["rules"].to_string())
+        .collect::<String>();
+    assert!(
+        s.contains("kubevirt.io") && !s.contains("internal.virtualization"),
+        "{s}"
+    );
+    let v = json(&whole(
+        &rules,
+        Direction::Restore,
+        &fixture("rbac-selfsubjectaccessreview.json"),
+    ));
     assert_eq!(v["spec"]["resourceAttributes"]["group"], "kubevirt.io");
     assert_eq!(v["spec"]["resourceAttributes"]["resource"], "virtualmachines");
     // And the request kubectl auth can-i sends is renamed.
     let req = br#"{"kind":"SelfSubjectAccessReview","apiVersion":"authorization.k8s.io/v1","spec":{"resourceAttributes":{"namespace":"demo","verb":"list","group":"kubevirt.io","resource":"virtualmachines"}}}"#;
     let v = json(&whole(&rules, Direction::Rename, req));
-    assert_eq!(v["spec"]["resourceAttributes"]["group"], "internal.virtualization.deckhouse.io");
-    assert_eq!(v["spec"]["resourceAttributes"]["resource"], "internalvirtualizationvirtualmachines");
+    assert_eq!(
+        v["spec"]["resourceAttributes"]["group"],
+        "internal.virtualization.deckhouse.io"
+    );
+    assert_eq!(
+        v["spec"]["resourceAttributes"]["resource"],
+        "internalvirtualizationvirtualmachines"
+    );
 }
 
 #[test]
@@ -288,9 +480,17 @@ fn watch_streams_restore_per_event_with_newlines_at_any_split() {
     let rules = rules();
     let body = fixture("watch-vm-events.json");
     let whole_out = watch(&rules, Direction::Restore, &body, body.len());
-    assert_eq!(whole_out.iter().filter(|&&b| b == b'\n').count(), 8, "one line per event");
+    assert_eq!(
+        whole_out.iter().filter(|&&b| b == b'\n').count(),
+        8,
+        "one line per event"
+    );
     for chunk in [1, 7, 100, 4096] {
-        assert_eq!(watch(&rules, Direction::Restore, &body, chunk), whole_out, "chunk {chunk}");
+        assert_eq!(
+            watch(&rules, Direction::Restore, &body, chunk),
+            whole_out,
+            "chunk {chunk}"
+        );
     }
     let first = json(whole_out.split(|&b| b == b'\n').next().unwrap());
     assert_eq!(first["object"]["kind"], "VirtualMachine");
@@ -308,7 +508,11 @@ fn big_lists_stream_identically_at_any_split() {
     let reference = whole(&rules, Direction::Restore, &plain);
     for chunk in [1, 13, 4096, 65536, plain.len()] {
         let out = list(&rules, Direction::Restore, &plain, chunk);
-        let at = out.iter().zip(&reference).position(|(a, b)| a != b).unwrap_or(out.len().min(reference.len()));
+        let at = out
+            .iter()
+            .zip(&reference)
+            .position(|(a, b)| a != b)
+            .unwrap_or(out.len().min(reference.len()));
         assert!(
             out == reference,
             "chunk {chunk}: differs at {at}: {:?} vs {:?}",
@@ -318,14 +522,26 @@ fn big_lists_stream_identically_at_any_split() {
     }
     let v = json(&reference);
     assert_eq!(v["items"].as_array().unwrap().len(), 300);
-    let table = whole(&rules, Direction::Restore, &fixture("vm-list-bulk-table-gzip.json.gz"));
-    assert!(!String::from_utf8(table).unwrap().contains("kubevirt.internal.virtualization.deckhouse.io/created-by"));
+    let table = whole(
+        &rules,
+        Direction::Restore,
+        &fixture("vm-list-bulk-table-gzip.json.gz"),
+    );
+    assert!(
+        !String::from_utf8(table)
+            .unwrap()
+            .contains("kubevirt.internal.virtualization.deckhouse.io/created-by")
+    );
 }
 
 #[test]
 fn malformed_json_is_rejected_with_an_offset() {
     let rules = rules();
-    for (bad, at) in [(&b"{\"kind\":\"X\",}"[..], 12), (b"{\"a\":[1,2", 9), (b"{\"a\":tru}", 5)] {
+    for (bad, at) in [
+        (&b"{\"kind\":\"X\",}"[..], 12),
+        (b"{\"a\":[1,2", 9),
+        (b"{\"a\":tru}", 5),
+    ] {
         let e = object::rewrite(&rules, Direction::Restore, bad, &Context::default()).unwrap_err();
         assert_eq!(e.offset(), Some(at), "{e}");
     }

@@ -45,7 +45,10 @@ impl Framer {
         let end = match self.mode {
             Mode::Scalar => {
                 while let Some(&b) = buf.get(*pos) {
-                    if matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b',' | b']' | b'}' | b'{' | b'[' | b'"') {
+                    if matches!(
+                        b,
+                        b' ' | b'\t' | b'\r' | b'\n' | b',' | b']' | b'}' | b'{' | b'[' | b'"'
+                    ) {
                         return self.done(*pos);
                     }
                     *pos += 1;

@@ -40,12 +40,22 @@ pub struct Str<'a> {
 impl<'a> Scanner<'a> {
     /// A scanner at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0, depth: 0, base: 0 }
+        Self {
+            buf,
+            pos: 0,
+            depth: 0,
+            base: 0,
+        }
     }
 
     /// A scanner whose error offsets are shifted by `base`.
     pub fn with_base(buf: &'a [u8], base: usize) -> Self {
-        Self { buf, pos: 0, depth: 0, base }
+        Self {
+            buf,
+            pos: 0,
+            depth: 0,
+            base,
+        }
     }
 
     /// The whole input.
@@ -65,11 +75,19 @@ impl<'a> Scanner<'a> {
 
     /// An error at the current position.
     pub fn err(&self, msg: &'static str) -> JsonError {
-        JsonError { offset: self.base + self.pos, msg, eof: false }
+        JsonError {
+            offset: self.base + self.pos,
+            msg,
+            eof: false,
+        }
     }
 
     fn eof(&self) -> JsonError {
-        JsonError { offset: self.base + self.pos, msg: "unexpected end of input", eof: true }
+        JsonError {
+            offset: self.base + self.pos,
+            msg: "unexpected end of input",
+            eof: true,
+        }
     }
 
     /// Skips whitespace.
@@ -105,12 +123,20 @@ impl<'a> Scanner<'a> {
     /// Checks that only whitespace is left.
     pub fn end(&mut self) -> Result<()> {
         self.ws();
-        if self.pos == self.buf.len() { Ok(()) } else { Err(self.err("trailing characters")) }
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err(self.err("trailing characters"))
+        }
     }
 
     fn enter(&mut self) -> Result<()> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH { Err(self.err("recursion limit exceeded")) } else { Ok(()) }
+        if self.depth > MAX_DEPTH {
+            Err(self.err("recursion limit exceeded"))
+        } else {
+            Ok(())
+        }
     }
 
     /// Opens an object: consumes `{`. Then call [`Scanner::next_key`] until it returns `None`.
@@ -328,7 +354,11 @@ impl<'a> Scanner<'a> {
         if self.buf.get(self.pos) == Some(&b'.') {
             self.pos += 1;
             if self.digits() == 0 {
-                return Err(if self.pos == self.buf.len() { self.eof() } else { self.err("invalid number") });
+                return Err(if self.pos == self.buf.len() {
+                    self.eof()
+                } else {
+                    self.err("invalid number")
+                });
             }
         }
         if matches!(self.buf.get(self.pos), Some(b'e' | b'E')) {
@@ -337,7 +367,11 @@ impl<'a> Scanner<'a> {
                 self.pos += 1;
             }
             if self.digits() == 0 {
-                return Err(if self.pos == self.buf.len() { self.eof() } else { self.err("invalid number") });
+                return Err(if self.pos == self.buf.len() {
+                    self.eof()
+                } else {
+                    self.err("invalid number")
+                });
             }
         }
         Ok(())
@@ -405,7 +439,8 @@ fn unescape(raw: &[u8]) -> Result<String, (usize, &'static str)> {
 }
 
 fn hex4(h: &[u8]) -> u32 {
-    h.iter().fold(0, |acc, &b| acc * 16 + (b as char).to_digit(16).unwrap_or(0))
+    h.iter()
+        .fold(0, |acc, &b| acc * 16 + (b as char).to_digit(16).unwrap_or(0))
 }
 
 /// Writes `s` as a JSON string (escaping only what JSON requires).

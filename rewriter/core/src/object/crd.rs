@@ -22,7 +22,10 @@ impl<'r, 'a> Walker<'r, 'a> {
         let name = self.metadata_lite()?.name;
         let target = match self.dir {
             Direction::Rename => name.split_once('.').and_then(|(plural, group)| {
-                self.rules.resource(group, plural).map(|_| CrdTarget { group: group.into(), plural: plural.into() })
+                self.rules.resource(group, plural).map(|_| CrdTarget {
+                    group: group.into(),
+                    plural: plural.into(),
+                })
             }),
             Direction::Restore => {
                 if let Some((_, group)) = name.split_once('.')
@@ -34,12 +37,21 @@ impl<'r, 'a> Walker<'r, 'a> {
                 }
                 name.split_once('.').and_then(|(plural, group)| {
                     let p = plural.strip_prefix(self.rules.resource_prefix.as_str())?;
-                    let g = self.rules.groups_renamed_to(group).find(|g| g.resources.contains_key(p))?;
-                    Some(CrdTarget { group: g.original.clone(), plural: p.to_owned() })
+                    let g = self
+                        .rules
+                        .groups_renamed_to(group)
+                        .find(|g| g.resources.contains_key(p))?;
+                    Some(CrdTarget {
+                        group: g.original.clone(),
+                        plural: p.to_owned(),
+                    })
                 })
             }
         };
-        let plan = self.rules.plans.get("apiextensions.k8s.io", "CustomResourceDefinition");
+        let plan = self
+            .rules
+            .plans
+            .get("apiextensions.k8s.io", "CustomResourceDefinition");
         let saved = std::mem::replace(&mut self.crd, target);
         let r = self.node(plan);
         self.crd = saved;
@@ -63,12 +75,21 @@ pub fn name(rules: &Rules, dir: Direction, g: &crate::rules::Group, r: &Resource
 
 /// Sets `spec.names` / `status.acceptedNames` from the rule.
 pub fn names(rules: &Rules, dir: Direction, r: &ResourceRule, v: &mut Value) -> bool {
-    let Some(obj) = v.as_object_mut() else { return false };
+    let Some(obj) = v.as_object_mut() else {
+        return false;
+    };
     let (kp, rp, sp) = match dir {
-        Direction::Rename => (rules.kind_prefix.as_str(), rules.resource_prefix.as_str(), rules.short_name_prefix.as_str()),
+        Direction::Rename => (
+            rules.kind_prefix.as_str(),
+            rules.resource_prefix.as_str(),
+            rules.short_name_prefix.as_str(),
+        ),
         Direction::Restore => ("", "", ""),
     };
-    let short = r.short_names.as_ref().map(|s| s.iter().map(|x| format!("{sp}{x}")).collect::<Vec<_>>());
+    let short = r
+        .short_names
+        .as_ref()
+        .map(|s| s.iter().map(|x| format!("{sp}{x}")).collect::<Vec<_>>());
     let categories = match dir {
         Direction::Rename => {
             if r.categories.as_ref().is_some_and(|c| !c.is_empty()) {

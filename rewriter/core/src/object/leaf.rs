@@ -42,14 +42,20 @@ impl<'r, 'a> Walker<'r, 'a> {
     }
 
     fn admission_patch(&mut self) -> Result<()> {
-        let Some(s) = self.sc.string_or_skip()? else { return Ok(()) };
+        let Some(s) = self.sc.string_or_skip()? else {
+            return Ok(());
+        };
         let b64 = base64::engine::general_purpose::STANDARD;
-        let raw = b64.decode(s.text.as_bytes()).map_err(|source| Error::Base64 { field: "response.patch", source })?;
+        let raw = b64.decode(s.text.as_bytes()).map_err(|source| Error::Base64 {
+            field: "response.patch",
+            source,
+        })?;
         let (group, kind) = self.kind_hint.clone().unwrap_or_default();
         let plan = self.rules.plans.get(&group, &kind);
         let out = crate::patch::json_patch(self.rules, self.dir, &raw, plan)?;
         if out.as_ref() != raw.as_slice() {
-            self.edits.replace(s.start, s.end, quote(&b64.encode(out.as_ref())));
+            self.edits
+                .replace(s.start, s.end, quote(&b64.encode(out.as_ref())));
         }
         Ok(())
     }
@@ -59,7 +65,8 @@ fn group_version_kind(w: &Walker<'_, '_>, v: &mut Value) -> bool {
     let Some(o) = v.as_object_mut() else { return false };
     let group = o.get("group").and_then(Value::as_str).map(str::to_owned);
     let kind = o.get("kind").and_then(Value::as_str).map(str::to_owned);
-    let (ng, nk) = super::walk::rewrite_group_kind(w.rules, w.dir, group.as_deref(), kind.as_deref(), w.group_hint);
+    let (ng, nk) =
+        super::walk::rewrite_group_kind(w.rules, w.dir, group.as_deref(), kind.as_deref(), w.group_hint);
     let mut changed = false;
     if let (Some(ng), Some(og)) = (ng, group) {
         if let Some(ver) = o.get("version").and_then(Value::as_str).map(str::to_owned) {

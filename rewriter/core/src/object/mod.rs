@@ -25,10 +25,10 @@ use serde::Deserialize;
 
 pub use walk::Walker;
 
+use crate::Direction;
 use crate::error::Result;
 use crate::json::Scanner;
 use crate::rules::Rules;
-use crate::Direction;
 
 /// What the caller knows about a body beyond its bytes (from the request path).
 #[derive(Debug, Clone, Default)]
@@ -65,7 +65,11 @@ pub fn rewrite<'a>(rules: &Rules, dir: Direction, input: &'a [u8], ctx: &Context
     if let (Some(g), Some(k)) = (&ctx.group, &ctx.kind) {
         w.kind_hint = Some((g.clone(), k.clone()));
     }
-    let hint = Hint { kind: ctx.kind.as_deref(), api_version: None, top: true };
+    let hint = Hint {
+        kind: ctx.kind.as_deref(),
+        api_version: None,
+        top: true,
+    };
     let verdict = w.object(&hint)?;
     w.sc.end()?;
     Ok(match verdict {
@@ -112,7 +116,11 @@ struct Head<'a> {
 impl<'r, 'a> Walker<'r, 'a> {
     fn head(&self, want_items: bool) -> Result<Head<'a>> {
         let mut sc = self.sc.clone();
-        let mut head = Head { api_version: None, kind: None, has_items: false };
+        let mut head = Head {
+            api_version: None,
+            kind: None,
+            has_items: false,
+        };
         sc.begin_object()?;
         let mut first = true;
         while let Some(k) = sc.next_key(&mut first)? {
@@ -166,7 +174,11 @@ impl<'r, 'a> Walker<'r, 'a> {
         Ok(matching.iter().any(|e| {
             (e.names.is_empty() || e.names.contains(&meta.name))
                 && e.labels.iter().all(|(k, v)| {
-                    meta.labels.as_ref().and_then(|l| l.get(k)).and_then(|x| x.as_str()) == Some(v.as_str())
+                    meta.labels
+                        .as_ref()
+                        .and_then(|l| l.get(k))
+                        .and_then(|x| x.as_str())
+                        == Some(v.as_str())
                 })
         }))
     }
@@ -186,8 +198,12 @@ impl<'r, 'a> Walker<'r, 'a> {
         let (og, ok) = match self.dir {
             Direction::Rename => (group.to_owned(), kind.to_owned()),
             Direction::Restore => {
-                let (g, k) = walk::rewrite_group_kind(self.rules, self.dir, Some(group), Some(kind), self.group_hint);
-                (g.unwrap_or_else(|| group.to_owned()), k.unwrap_or_else(|| kind.to_owned()))
+                let (g, k) =
+                    walk::rewrite_group_kind(self.rules, self.dir, Some(group), Some(kind), self.group_hint);
+                (
+                    g.unwrap_or_else(|| group.to_owned()),
+                    k.unwrap_or_else(|| kind.to_owned()),
+                )
             }
         };
         if self.dir == Direction::Restore && hint.top && self.excluded(group, kind)? {
@@ -225,7 +241,11 @@ impl<'r, 'a> Walker<'r, 'a> {
                 "apiVersion" => version = self.sc.string_or_skip()?,
                 "kind" => kind = self.sc.string_or_skip()?,
                 "items" if self.sc.peek()? == b'[' => {
-                    let hint = Hint { kind: Some(item_kind), api_version: av, top: true };
+                    let hint = Hint {
+                        kind: Some(item_kind),
+                        api_version: av,
+                        top: true,
+                    };
                     self.items(&hint)?;
                 }
                 _ => {

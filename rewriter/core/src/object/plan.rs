@@ -87,7 +87,11 @@ impl ObjNode {
     /// The child for member `key`.
     #[inline]
     pub fn child(&self, key: &str) -> Option<&Node> {
-        self.fields.iter().find(|(k, _)| k == key).map(|(_, n)| n).or(self.any.as_ref())
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, n)| n)
+            .or(self.any.as_ref())
     }
 }
 
@@ -97,7 +101,10 @@ impl Node {
     }
 
     fn gvk(g: Gvk) -> Node {
-        Node::Obj(Box::new(ObjNode { gvk: Some(g), ..ObjNode::default() }))
+        Node::Obj(Box::new(ObjNode {
+            gvk: Some(g),
+            ..ObjNode::default()
+        }))
     }
 
     /// Adds `node` at `path` below `self`.
@@ -153,7 +160,9 @@ fn merge(a: Node, b: Node) -> Node {
             a.gvk = a.gvk.or(b.gvk);
             Node::Obj(a)
         }
-        (Node::Obj(a), leaf @ Node::Leaf(_)) if a.fields.is_empty() && a.any.is_none() && a.gvk.is_none() => leaf,
+        (Node::Obj(a), leaf @ Node::Leaf(_)) if a.fields.is_empty() && a.any.is_none() && a.gvk.is_none() => {
+            leaf
+        }
         (a, _) => a,
     }
 }
@@ -201,14 +210,23 @@ pub fn expand(ty: FieldType) -> Node {
                 expand(F::Requirements),
             );
             n.insert(
-                &path(&format!("{na}.preferredDuringSchedulingIgnoredDuringExecution[*].preference.matchExpressions")),
+                &path(&format!(
+                    "{na}.preferredDuringSchedulingIgnoredDuringExecution[*].preference.matchExpressions"
+                )),
                 expand(F::Requirements),
             );
             for pa in ["podAffinity", "podAntiAffinity"] {
                 let term = affinity_term();
-                n.insert(&path(&format!("$.{pa}.requiredDuringSchedulingIgnoredDuringExecution[*]")), term.clone());
                 n.insert(
-                    &path(&format!("$.{pa}.preferredDuringSchedulingIgnoredDuringExecution[*].podAffinityTerm")),
+                    &path(&format!(
+                        "$.{pa}.requiredDuringSchedulingIgnoredDuringExecution[*]"
+                    )),
+                    term.clone(),
+                );
+                n.insert(
+                    &path(&format!(
+                        "$.{pa}.preferredDuringSchedulingIgnoredDuringExecution[*].podAffinityTerm"
+                    )),
                     term,
                 );
             }
@@ -218,9 +236,18 @@ pub fn expand(ty: FieldType) -> Node {
             n.insert(&path("$.spec.nodeSelector"), expand(F::Labels));
             n.insert(&path("$.spec.affinity"), expand(F::Affinity));
             n.insert(&path("$.spec.tolerations[*].key"), expand(F::LabelKey));
-            n.insert(&path("$.spec.topologySpreadConstraints[*].labelSelector"), expand(F::LabelSelector));
-            n.insert(&path("$.spec.topologySpreadConstraints[*].topologyKey"), expand(F::LabelKey));
-            n.insert(&path("$.spec.topologySpreadConstraints[*].matchLabelKeys"), expand(F::LabelKeys));
+            n.insert(
+                &path("$.spec.topologySpreadConstraints[*].labelSelector"),
+                expand(F::LabelSelector),
+            );
+            n.insert(
+                &path("$.spec.topologySpreadConstraints[*].topologyKey"),
+                expand(F::LabelKey),
+            );
+            n.insert(
+                &path("$.spec.topologySpreadConstraints[*].matchLabelKeys"),
+                expand(F::LabelKeys),
+            );
         }
     }
     n
@@ -249,7 +276,13 @@ fn fields_v1(n: &Node) -> Option<Node> {
                 .filter(|(k, _)| k != "managedFields")
                 .filter_map(|(k, c)| fields_v1(c).map(|c| (format!("f:{k}"), c)))
                 .collect();
-            (!fields.is_empty()).then(|| Node::Obj(Box::new(ObjNode { fields, any: None, gvk: None })))
+            (!fields.is_empty()).then(|| {
+                Node::Obj(Box::new(ObjNode {
+                    fields,
+                    any: None,
+                    gvk: None,
+                }))
+            })
         }
     }
 }
@@ -274,10 +307,16 @@ pub fn object_plan(extra: &[(Vec<Segment>, FieldType)]) -> Node {
     root
 }
 
+/// The groups a kind entry applies to (`None`: any).
+type Groups = Option<Vec<String>>;
+
+/// A field location and what lives there.
+type Location = (Vec<Segment>, FieldType);
+
 /// Compiled plans of every kind the rules know, plus the default one.
 #[derive(Debug, Clone, Default)]
 pub struct Plans {
-    by_kind: HashMap<String, Vec<(Option<Vec<String>>, Arc<Node>)>>,
+    by_kind: HashMap<String, Vec<(Groups, Arc<Node>)>>,
     default: Arc<Node>,
 }
 
@@ -290,8 +329,7 @@ impl Default for Node {
 impl Plans {
     /// Compiles the rules' kind locations.
     pub fn compile(rules: &Rules) -> Plans {
-        let mut by_kind: HashMap<String, Vec<(Option<Vec<String>>, Vec<(Vec<Segment>, FieldType)>)>> =
-            HashMap::new();
+        let mut by_kind: HashMap<String, Vec<(Groups, Vec<Location>)>> = HashMap::new();
         for k in &rules.kinds {
             for kind in &k.kinds {
                 let entry = by_kind.entry(kind.clone()).or_default();
@@ -305,11 +343,17 @@ impl Plans {
         let by_kind = by_kind
             .into_iter()
             .map(|(kind, v)| {
-                let plans = v.into_iter().map(|(g, f)| (g, Arc::new(object_plan(&f)))).collect();
+                let plans = v
+                    .into_iter()
+                    .map(|(g, f)| (g, Arc::new(object_plan(&f))))
+                    .collect();
                 (kind, plans)
             })
             .collect();
-        let mut plans = Plans { by_kind, default: Arc::new(object_plan(&[])) };
+        let mut plans = Plans {
+            by_kind,
+            default: Arc::new(object_plan(&[])),
+        };
         // Kinds whose names depend on each other: built in code, not data.
         let mut crd = object_plan(&[]);
         crd.insert(&path("$.metadata.name"), Node::Leaf(Leaf::CrdName));
@@ -333,12 +377,17 @@ impl Plans {
     }
 
     fn set(&mut self, group: &str, kind: &str, node: Node) {
-        self.by_kind.entry(kind.to_owned()).or_default().insert(0, (Some(vec![group.to_owned()]), Arc::new(node)));
+        self.by_kind
+            .entry(kind.to_owned())
+            .or_default()
+            .insert(0, (Some(vec![group.to_owned()]), Arc::new(node)));
     }
 
     /// The plan for an object of (original) `group` and `kind`.
     pub fn get(&self, group: &str, kind: &str) -> &Node {
-        let Some(v) = self.by_kind.get(kind) else { return &self.default };
+        let Some(v) = self.by_kind.get(kind) else {
+            return &self.default;
+        };
         v.iter()
             .find(|(g, _)| g.as_ref().is_some_and(|g| g.iter().any(|x| x == group)))
             .or_else(|| v.iter().find(|(g, _)| g.is_none()))

@@ -16,12 +16,15 @@ pub fn restore(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
         let kind = details.get("kind").and_then(Value::as_str).map(str::to_owned);
         if let Some(g) = group.as_deref().filter(|g| rules.is_renamed_group(g)) {
             let stripped_kind = kind.as_deref().map(|k| {
-                k.strip_prefix(rules.kind_prefix.as_str()).or_else(|| k.strip_prefix(rules.resource_prefix.as_str())).unwrap_or(k)
+                k.strip_prefix(rules.kind_prefix.as_str())
+                    .or_else(|| k.strip_prefix(rules.resource_prefix.as_str()))
+                    .unwrap_or(k)
             });
             let grp = rules
                 .groups_renamed_to(g)
                 .find(|grp| {
-                    stripped_kind.is_some_and(|k| grp.resources.contains_key(k) || grp.resource_by_kind(k).is_some())
+                    stripped_kind
+                        .is_some_and(|k| grp.resources.contains_key(k) || grp.resource_by_kind(k).is_some())
                 })
                 .or_else(|| rules.groups_renamed_to(g).next());
             if let Some(grp) = grp {
@@ -53,8 +56,14 @@ pub fn restore_text(rules: &Rules, text: &str) -> String {
         for r in g.resources.values() {
             let rp = &rules.resource_prefix;
             let kp = &rules.kind_prefix;
-            pairs.push((format!("{rp}{}.{}", r.plural, g.renamed), format!("{}.{}", r.plural, g.original)));
-            pairs.push((format!("{kp}{}.{}", r.kind, g.renamed), format!("{}.{}", r.kind, g.original)));
+            pairs.push((
+                format!("{rp}{}.{}", r.plural, g.renamed),
+                format!("{}.{}", r.plural, g.original),
+            ));
+            pairs.push((
+                format!("{kp}{}.{}", r.kind, g.renamed),
+                format!("{}.{}", r.kind, g.original),
+            ));
             pairs.push((format!("{rp}{}", r.plural), r.plural.clone()));
             pairs.push((format!("{kp}{}", r.kind), r.kind.clone()));
         }
@@ -62,7 +71,7 @@ pub fn restore_text(rules: &Rules, text: &str) -> String {
             pairs.push((g.renamed.clone(), g.original.clone()));
         }
     }
-    pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    pairs.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let mut out = text.to_owned();
     for (from, to) in &pairs {
         if out.contains(from.as_str()) {
@@ -73,14 +82,16 @@ pub fn restore_text(rules: &Rules, text: &str) -> String {
 }
 
 fn replace_words(s: &str, from: &str, to: &str) -> String {
-    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_');
+    let word =
+        |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_');
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find(from) {
         let before = rest[..i].chars().next_back().or_else(|| out.chars().next_back());
         let after = rest[i + from.len()..].chars().next();
         // A trailing `.` is sentence punctuation, not a longer name.
-        let after_word = word(after) && !(after == Some('.') && !word(rest[i + from.len() + 1..].chars().next()));
+        let sentence_end = after == Some('.') && !word(rest[i + from.len() + 1..].chars().next());
+        let after_word = word(after) && !sentence_end;
         out.push_str(&rest[..i]);
         if word(before) || after_word {
             out.push_str(from);

@@ -5,11 +5,11 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use super::plan::{Gvk, Leaf, Node, ObjNode, Which};
+use crate::Direction;
 use crate::error::Result;
 use crate::json::scan::{quote, write_str};
 use crate::json::{Edits, Scanner, Str};
 use crate::rules::Rules;
-use crate::Direction;
 
 /// Walks one document (or a part of one) and collects edits.
 pub struct Walker<'r, 'a> {
@@ -152,7 +152,11 @@ impl<'r, 'a> Walker<'r, 'a> {
 
     fn name<'s>(&self, w: Which, s: &'s str) -> Cow<'s, str> {
         let r = self.names(w);
-        if self.restore() { r.restore_name(s) } else { r.rename_name(s) }
+        if self.restore() {
+            r.restore_name(s)
+        } else {
+            r.rename_name(s)
+        }
     }
 
     fn leaf(&mut self, l: Leaf) -> Result<()> {
@@ -171,7 +175,9 @@ impl<'r, 'a> Walker<'r, 'a> {
                 };
                 r.unwrap_or_else(|| s.to_owned())
             }),
-            Leaf::ApiGroup => self.string(|me, s| rewrite_group(me.rules, me.dir, s, me.group_hint).to_owned()),
+            Leaf::ApiGroup => {
+                self.string(|me, s| rewrite_group(me.rules, me.dir, s, me.group_hint).to_owned())
+            }
             Leaf::Requirement => self.requirement(),
             Leaf::PolicyRule => self.dom(|me, v| policy_rule(me.rules, me.dir, v)),
             Leaf::ResourceAttributes => self.dom(|me, v| resource_attributes(me.rules, me.dir, v)),
@@ -295,8 +301,12 @@ impl<'r, 'a> Walker<'r, 'a> {
         while let Some(key) = self.sc.next_key(&mut first)? {
             self.sc.skip_value()?;
             let new = if values {
-                let Some(lit) = key.text.strip_prefix("v:") else { continue };
-                let Ok(name) = serde_json::from_str::<String>(lit) else { continue };
+                let Some(lit) = key.text.strip_prefix("v:") else {
+                    continue;
+                };
+                let Ok(name) = serde_json::from_str::<String>(lit) else {
+                    continue;
+                };
                 let n = self.name(w, &name);
                 if n == name {
                     continue;
@@ -305,7 +315,9 @@ impl<'r, 'a> Walker<'r, 'a> {
                 k.extend_from_slice(&quote(&n));
                 String::from_utf8(k).expect("quoted UTF-8")
             } else {
-                let Some(name) = key.text.strip_prefix("f:") else { continue };
+                let Some(name) = key.text.strip_prefix("f:") else {
+                    continue;
+                };
                 let n = self.name(w, name);
                 if n == name {
                     continue;
@@ -345,7 +357,9 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         let Some(key) = key else { return Ok(()) };
         let vals: Vec<String> = values.iter().map(|v| v.text.to_string()).collect();
-        let (nk, nv) = self.names(Which::Labels).rewrite_requirement(self.restore(), &key.text, &vals);
+        let (nk, nv) = self
+            .names(Which::Labels)
+            .rewrite_requirement(self.restore(), &key.text, &vals);
         if nk != key.text {
             self.edits.replace(key.start, key.end, quote(&nk));
         }
@@ -363,7 +377,8 @@ impl<'r, 'a> Walker<'r, 'a> {
         let bytes = &self.sc.input()[start..end];
         let mut v: Value = serde_json::from_slice(bytes).map_err(|_| self.sc.err("invalid JSON value"))?;
         if f(self, &mut v) {
-            self.edits.replace(start, end, serde_json::to_vec(&v).expect("a Value serializes"));
+            self.edits
+                .replace(start, end, serde_json::to_vec(&v).expect("a Value serializes"));
         }
         Ok(())
     }
@@ -384,7 +399,9 @@ pub fn rewrite_gvk(
     kind: Option<&str>,
     group_hint: Option<&str>,
 ) -> (Option<String>, Option<String>) {
-    let Some(av) = api_version else { return (None, None) };
+    let Some(av) = api_version else {
+        return (None, None);
+    };
     let (group, version) = av.split_once('/').unwrap_or(("", av));
     let (g, k) = rewrite_group_kind(rules, dir, Some(group), kind, group_hint);
     let new_av = g.map(|g| {
@@ -413,7 +430,9 @@ pub fn rewrite_group_kind(
     let Some(group) = group else { return (None, None) };
     match dir {
         Direction::Rename => {
-            let Some(grp) = rules.group(group) else { return (None, None) };
+            let Some(grp) = rules.group(group) else {
+                return (None, None);
+            };
             let k = kind
                 .filter(|k| grp.resource_by_kind(k).is_some())
                 .map(|k| format!("{}{k}", rules.kind_prefix));
@@ -423,11 +442,18 @@ pub fn rewrite_group_kind(
             if !rules.is_renamed_group(group) {
                 return (None, None);
             }
-            let grp = match group_hint.and_then(|h| rules.group(h)).filter(|g| g.renamed == group) {
+            let grp = match group_hint
+                .and_then(|h| rules.group(h))
+                .filter(|g| g.renamed == group)
+            {
                 Some(g) if kind.is_none() => g,
-                _ => rules.restore_group_for(group, kind).expect("renamed group has an original"),
+                _ => rules
+                    .restore_group_for(group, kind)
+                    .expect("renamed group has an original"),
             };
-            let k = kind.and_then(|k| k.strip_prefix(rules.kind_prefix.as_str())).filter(|k| grp.resource_by_kind(k).is_some());
+            let k = kind
+                .and_then(|k| k.strip_prefix(rules.kind_prefix.as_str()))
+                .filter(|k| grp.resource_by_kind(k).is_some());
             (Some(grp.original.clone()), k.map(str::to_owned))
         }
     }
@@ -441,7 +467,9 @@ pub fn rewrite_group<'s>(rules: &'s Rules, dir: Direction, g: &'s str, hint: Opt
             if let Some(h) = hint.and_then(|h| rules.group(h)).filter(|x| x.renamed == g) {
                 return &h.original;
             }
-            rules.restore_group_for(g, None).map_or(g, |x| x.original.as_str())
+            rules
+                .restore_group_for(g, None)
+                .map_or(g, |x| x.original.as_str())
         }
     }
 }
@@ -460,7 +488,9 @@ pub fn rewrite_resource(rules: &Rules, dir: Direction, input_group: &str, res: &
         }
         Direction::Restore => {
             let stripped = plural.strip_prefix(rules.resource_prefix.as_str())?;
-            rules.groups_renamed_to(input_group).find(|g| g.resources.contains_key(stripped))?;
+            rules
+                .groups_renamed_to(input_group)
+                .find(|g| g.resources.contains_key(stripped))?;
             stripped.to_owned()
         }
     };
@@ -472,7 +502,9 @@ pub fn rewrite_resource(rules: &Rules, dir: Direction, input_group: &str, res: &
 
 /// An RBAC `PolicyRule` or an admission `RuleWithOperations`: groups and resources together.
 pub fn policy_rule(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
-    let Some(obj) = v.as_object_mut() else { return false };
+    let Some(obj) = v.as_object_mut() else {
+        return false;
+    };
     let groups: Vec<String> = obj
         .get("apiGroups")
         .and_then(Value::as_array)
@@ -493,23 +525,31 @@ pub fn policy_rule(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
             if s == "*" || s.starts_with("*/") {
                 continue;
             }
-            let new = groups.iter().filter(|g| ruled(g)).find_map(|g| rewrite_resource(rules, dir, g, s)).or_else(|| {
-                if !groups.iter().any(|g| g == "*") {
-                    return None;
-                }
-                let pick = match dir {
-                    Direction::Rename => {
-                        let plural = s.split('/').next().unwrap_or(s);
-                        rules.resource_by_plural_any(plural).map(|(g, _)| g.original.clone())
+            let new = groups
+                .iter()
+                .filter(|g| ruled(g))
+                .find_map(|g| rewrite_resource(rules, dir, g, s))
+                .or_else(|| {
+                    if !groups.iter().any(|g| g == "*") {
+                        return None;
                     }
-                    Direction::Restore => {
-                        let plural = s.split('/').next().unwrap_or(s);
-                        let stripped = plural.strip_prefix(rules.resource_prefix.as_str())?;
-                        rules.resource_by_plural_any(stripped).map(|(g, _)| g.renamed.clone())
-                    }
-                }?;
-                rewrite_resource(rules, dir, &pick, s)
-            });
+                    let pick = match dir {
+                        Direction::Rename => {
+                            let plural = s.split('/').next().unwrap_or(s);
+                            rules
+                                .resource_by_plural_any(plural)
+                                .map(|(g, _)| g.original.clone())
+                        }
+                        Direction::Restore => {
+                            let plural = s.split('/').next().unwrap_or(s);
+                            let stripped = plural.strip_prefix(rules.resource_prefix.as_str())?;
+                            rules
+                                .resource_by_plural_any(stripped)
+                                .map(|(g, _)| g.renamed.clone())
+                        }
+                    }?;
+                    rewrite_resource(rules, dir, &pick, s)
+                });
             if let Some(n) = new {
                 *r = Value::String(n);
                 changed = true;
@@ -525,7 +565,10 @@ pub fn policy_rule(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
                 continue;
             };
             let mapped: Vec<String> = match dir {
-                Direction::Rename => rules.rename_group(s).map(|x| vec![x.to_owned()]).unwrap_or_default(),
+                Direction::Rename => rules
+                    .rename_group(s)
+                    .map(|x| vec![x.to_owned()])
+                    .unwrap_or_default(),
                 Direction::Restore => rules.groups_renamed_to(s).map(|x| x.original.clone()).collect(),
             };
             if mapped.is_empty() {
@@ -546,16 +589,26 @@ pub fn policy_rule(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
 
 /// `resourceAttributes` of access reviews: `group`, `version`, `resource` together.
 pub fn resource_attributes(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
-    let Some(obj) = v.as_object_mut() else { return false };
-    let Some(group) = obj.get("group").and_then(Value::as_str).map(str::to_owned) else { return false };
-    let resource = obj.get("resource").and_then(Value::as_str).unwrap_or("").to_owned();
+    let Some(obj) = v.as_object_mut() else {
+        return false;
+    };
+    let Some(group) = obj.get("group").and_then(Value::as_str).map(str::to_owned) else {
+        return false;
+    };
+    let resource = obj
+        .get("resource")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let (grp, new_group) = match dir {
         Direction::Rename => match rules.group(&group) {
             Some(g) => (g, g.renamed.clone()),
             None => return false,
         },
         Direction::Restore => {
-            let stripped = resource.strip_prefix(rules.resource_prefix.as_str()).unwrap_or(&resource);
+            let stripped = resource
+                .strip_prefix(rules.resource_prefix.as_str())
+                .unwrap_or(&resource);
             let Some(g) = rules
                 .groups_renamed_to(&group)
                 .find(|g| g.resources.contains_key(stripped))

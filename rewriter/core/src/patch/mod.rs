@@ -23,8 +23,8 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::json::scan::quote;
 use crate::json::{Scanner, Str};
-use crate::object::plan::{Leaf, Node, Which};
 use crate::object::Walker;
+use crate::object::plan::{Leaf, Node, Which};
 use crate::{Direction, Rules};
 
 /// The kinds of patch Kubernetes accepts.
@@ -60,7 +60,13 @@ pub fn plan_for<'r>(rules: &'r Rules, group: &str, kind: &str) -> &'r Node {
 }
 
 /// Rewrites a patch body of type `ty` for objects with plan `plan`.
-pub fn rewrite<'a>(rules: &Rules, dir: Direction, ty: PatchType, body: &'a [u8], plan: &Node) -> Result<Cow<'a, [u8]>> {
+pub fn rewrite<'a>(
+    rules: &Rules,
+    dir: Direction,
+    ty: PatchType,
+    body: &'a [u8],
+    plan: &Node,
+) -> Result<Cow<'a, [u8]>> {
     match ty {
         PatchType::Json => json_patch(rules, dir, body, plan),
         PatchType::Merge | PatchType::Strategic => partial_object(rules, dir, body, plan),
@@ -80,10 +86,14 @@ pub fn rewrite<'a>(rules: &Rules, dir: Direction, ty: PatchType, body: &'a [u8],
 /// Converts a YAML document to JSON with the YAML 1.1 scalar rules kube-apiserver applies
 /// (`yes`/`on` are booleans, `0777` is octal).
 pub fn yaml_to_json(body: &[u8]) -> Result<Vec<u8>> {
-    let text = std::str::from_utf8(body).map_err(|e| Error::Yaml(format!("not UTF-8 at byte {}", e.valid_up_to())))?;
+    let text = std::str::from_utf8(body)
+        .map_err(|e| Error::Yaml(format!("not UTF-8 at byte {}", e.valid_up_to())))?;
     let opts = serde_saphyr::options! { legacy_octal_numbers: true };
     let v: Value = serde_saphyr::from_str_with_options(text, opts).map_err(|e| {
-        let loc = e.location().map(|l| format!(" at line {}, column {}", l.line(), l.column())).unwrap_or_default();
+        let loc = e
+            .location()
+            .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
+            .unwrap_or_default();
         Error::Yaml(format!("{}{loc}", e.to_string().lines().next().unwrap_or("")))
     })?;
     Ok(serde_json::to_vec(&v).expect("a Value serializes"))
@@ -113,7 +123,10 @@ pub fn json_patch<'a>(rules: &Rules, dir: Direction, body: &'a [u8], plan: &Node
 
 fn op(w: &mut Walker<'_, '_>, plan: &Node) -> Result<()> {
     if w.sc.peek()? != b'{' {
-        return Err(Error::Patch(format!("operation at byte {} is not an object", w.sc.pos())));
+        return Err(Error::Patch(format!(
+            "operation at byte {} is not an object",
+            w.sc.pos()
+        )));
     }
     w.sc.begin_object()?;
     let mut first = true;
@@ -208,7 +221,9 @@ fn pointer<'p>(
     if ptr.is_empty() {
         return (String::new(), Some(Target::Node(plan)));
     }
-    let Some(rest) = ptr.strip_prefix('/') else { return (ptr.to_owned(), None) };
+    let Some(rest) = ptr.strip_prefix('/') else {
+        return (ptr.to_owned(), None);
+    };
     let segs: Vec<String> = rest.split('/').map(unescape_segment).collect();
     let mut out: Vec<String> = Vec::with_capacity(segs.len());
     let mut node = Some(plan);
@@ -282,11 +297,23 @@ mod tests {
         let out = json_patch(&rules, Direction::Rename, p, vm_plan(&rules)).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v[0]["value"], "kubevirt.internal.virtualization.deckhouse.io/foo");
-        assert_eq!(v[1]["value"]["apiVersion"], "internal.virtualization.deckhouse.io/v1");
+        assert_eq!(
+            v[1]["value"]["apiVersion"],
+            "internal.virtualization.deckhouse.io/v1"
+        );
         assert_eq!(v[1]["value"]["kind"], "InternalVirtualizationVirtualMachine");
-        assert_eq!(v[2]["from"], "/metadata/labels/kubevirt.internal.virtualization.deckhouse.io~1a");
-        assert_eq!(v[2]["path"], "/metadata/labels/kubevirt.internal.virtualization.deckhouse.io~1b");
-        assert_eq!(v[3]["value"]["kubevirt.internal.virtualization.deckhouse.io/c"], "d");
+        assert_eq!(
+            v[2]["from"],
+            "/metadata/labels/kubevirt.internal.virtualization.deckhouse.io~1a"
+        );
+        assert_eq!(
+            v[2]["path"],
+            "/metadata/labels/kubevirt.internal.virtualization.deckhouse.io~1b"
+        );
+        assert_eq!(
+            v[3]["value"]["kubevirt.internal.virtualization.deckhouse.io/c"],
+            "d"
+        );
         assert_eq!(v[4]["value"], "kubevirt.io/free-text", "free text in spec stays");
         let back = json_patch(&rules, Direction::Restore, &out, vm_plan(&rules)).unwrap();
         assert_eq!(back.as_ref(), &p[..]);
@@ -296,7 +323,14 @@ mod tests {
     fn merge_patch_keeps_null_and_follows_directives() {
         let rules = Rules::builtin_kubevirt();
         let p = br#"{"metadata":{"labels":{"kubevirt.io/a":null},"$setElementOrder/finalizers":["kubevirt.io/f"],"$deleteFromPrimitiveList/finalizers":["kubevirt.io/g"]}}"#;
-        let out = rewrite(&rules, Direction::Rename, PatchType::Strategic, p, vm_plan(&rules)).unwrap();
+        let out = rewrite(
+            &rules,
+            Direction::Rename,
+            PatchType::Strategic,
+            p,
+            vm_plan(&rules),
+        )
+        .unwrap();
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             r#"{"metadata":{"labels":{"kubevirt.internal.virtualization.deckhouse.io/a":null},"$setElementOrder/finalizers":["kubevirt.internal.virtualization.deckhouse.io/f"],"$deleteFromPrimitiveList/finalizers":["kubevirt.internal.virtualization.deckhouse.io/g"]}}"#
@@ -311,14 +345,20 @@ mod tests {
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["apiVersion"], "internal.virtualization.deckhouse.io/v1");
         assert_eq!(v["kind"], "InternalVirtualizationVirtualMachine");
-        assert_eq!(v["metadata"]["labels"]["kubevirt.internal.virtualization.deckhouse.io/x"], "v");
+        assert_eq!(
+            v["metadata"]["labels"]["kubevirt.internal.virtualization.deckhouse.io/x"],
+            "v"
+        );
         assert_eq!(v["spec"]["running"], true);
         assert_eq!(v["spec"]["mode"], 511);
     }
 
     #[test]
     fn content_types() {
-        assert_eq!(PatchType::from_content_type("application/merge-patch+json; charset=utf-8"), Some(PatchType::Merge));
+        assert_eq!(
+            PatchType::from_content_type("application/merge-patch+json; charset=utf-8"),
+            Some(PatchType::Merge)
+        );
         assert_eq!(PatchType::from_content_type("application/json"), None);
     }
 }

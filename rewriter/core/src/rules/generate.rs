@@ -84,17 +84,31 @@ fn map_group(opts: &Options, g: &str) -> Option<String> {
 }
 
 fn list(v: &[String]) -> String {
-    format!("[{}]", v.iter().map(|s| serde_json::to_string(s).expect("string")).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|s| serde_json::to_string(s).expect("string"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
+
+/// A group's served versions, storage version and resources by plural.
+type GroupCrds = (Vec<String>, String, BTreeMap<String, Names>);
 
 /// Builds a rule file (YAML) from CRD manifests given as (file name, YAML text).
 pub fn generate(files: &[(&str, &str)], opts: &Options) -> Result<String> {
     // group → (versions, preferred, resources)
-    let mut groups: BTreeMap<String, (Vec<String>, String, BTreeMap<String, Names>)> = BTreeMap::new();
+    let mut groups: BTreeMap<String, GroupCrds> = BTreeMap::new();
     for (name, text) in files {
         let docs: Vec<Option<Crd>> = serde_saphyr::from_multiple(text).map_err(|e| {
             let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
-            Error::Rules { file: (*name).into(), line, column, message: e.to_string().lines().next().unwrap_or("").into() }
+            Error::Rules {
+                file: (*name).into(),
+                line,
+                column,
+                message: e.to_string().lines().next().unwrap_or("").into(),
+            }
         })?;
         for crd in docs.into_iter().flatten() {
             if crd.kind.as_deref() != Some("CustomResourceDefinition") {
@@ -121,12 +135,20 @@ pub fn generate(files: &[(&str, &str)], opts: &Options) -> Result<String> {
     out.push_str(&format!("kindPrefix: {}\n", opts.kind_prefix));
     out.push_str(&format!("resourceTypePrefix: {}\n", opts.resource_prefix));
     out.push_str(&format!("shortNamePrefix: {}\n", opts.short_name_prefix));
-    out.push_str(&format!("categories: {}\n", list(std::slice::from_ref(&opts.short_name_prefix))));
+    out.push_str(&format!(
+        "categories: {}\n",
+        list(std::slice::from_ref(&opts.short_name_prefix))
+    ));
     out.push_str("rules:\n");
     for (g, (versions, preferred, resources)) in &groups {
         let renamed = map_group(opts, g).expect("filtered above");
-        out.push_str(&format!("  {g}:\n    groupRule:\n      group: {g}\n      versions: {}\n", list(versions)));
-        out.push_str(&format!("      preferredVersion: {preferred}\n      renamed: {renamed}\n    resourceRules:\n"));
+        out.push_str(&format!(
+            "  {g}:\n    groupRule:\n      group: {g}\n      versions: {}\n",
+            list(versions)
+        ));
+        out.push_str(&format!(
+            "      preferredVersion: {preferred}\n      renamed: {renamed}\n    resourceRules:\n"
+        ));
         for (plural, n) in resources {
             out.push_str(&format!("      {plural}:\n        kind: {}\n", n.kind));
             out.push_str(&format!(
@@ -140,7 +162,10 @@ pub fn generate(files: &[(&str, &str)], opts: &Options) -> Result<String> {
             ));
             out.push_str(&format!("        shortNames: {}\n", list(&n.short_names)));
             out.push_str(&format!("        categories: {}\n", list(&n.categories)));
-            out.push_str(&format!("        versions: {}\n        preferredVersion: {preferred}\n", list(versions)));
+            out.push_str(&format!(
+                "        versions: {}\n        preferredVersion: {preferred}\n",
+                list(versions)
+            ));
         }
     }
     if groups.is_empty() {

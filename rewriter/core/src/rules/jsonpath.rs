@@ -28,7 +28,10 @@ pub struct PathError {
 /// Parses a location such as `$.spec.template.spec.tolerations[*].key`.
 pub fn parse(expr: &str) -> Result<Vec<Segment>, PathError> {
     let chars: Vec<char> = expr.chars().collect();
-    let err = |at: usize, msg: &str| PathError { at, msg: msg.to_owned() };
+    let err = |at: usize, msg: &str| PathError {
+        at,
+        msg: msg.to_owned(),
+    };
     if chars.first() != Some(&'$') {
         return Err(err(0, "a location must start with `$`"));
     }
@@ -39,7 +42,10 @@ pub fn parse(expr: &str) -> Result<Vec<Segment>, PathError> {
             '.' => {
                 i += 1;
                 if chars.get(i) == Some(&'.') {
-                    return Err(err(i, "descendant segments (`..`) are not supported in a field location"));
+                    return Err(err(
+                        i,
+                        "descendant segments (`..`) are not supported in a field location",
+                    ));
                 }
                 if chars.get(i) == Some(&'*') {
                     out.push(Segment::Wildcard);
@@ -109,7 +115,14 @@ mod tests {
     fn parses_the_subset() {
         assert_eq!(
             parse("$.spec['template'].x[*].y.*").unwrap(),
-            vec![Name("spec".into()), Name("template".into()), Name("x".into()), Wildcard, Name("y".into()), Wildcard]
+            vec![
+                Name("spec".into()),
+                Name("template".into()),
+                Name("x".into()),
+                Wildcard,
+                Name("y".into()),
+                Wildcard
+            ]
         );
         assert_eq!(parse(r#"$["a.b"]"#).unwrap(), vec![Name("a.b".into())]);
         assert_eq!(parse("$").unwrap(), vec![]);

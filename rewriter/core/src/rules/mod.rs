@@ -189,13 +189,19 @@ pub struct Source<'a> {
 impl Rules {
     /// The embedded KubeVirt rules with the built-in kinds.
     pub fn builtin_kubevirt() -> Rules {
-        Rules::parse(&[Source { name: "rules/kubevirt.yaml", text: builtin::KUBEVIRT }])
-            .expect("embedded rules are valid (checked by tests)")
+        Rules::parse(&[Source {
+            name: "rules/kubevirt.yaml",
+            text: builtin::KUBEVIRT,
+        }])
+        .expect("embedded rules are valid (checked by tests)")
     }
 
     /// Parses rule files on top of the built-in kinds (`rules/kinds.yaml`).
     pub fn parse(sources: &[Source<'_>]) -> Result<Rules> {
-        let mut all = vec![Source { name: "rules/kinds.yaml", text: builtin::KINDS }];
+        let mut all = vec![Source {
+            name: "rules/kinds.yaml",
+            text: builtin::KINDS,
+        }];
         all.extend_from_slice(sources);
         Rules::parse_only(&all)
     }
@@ -205,10 +211,16 @@ impl Rules {
         let mut rules = Rules::default();
         for src in sources {
             let opts = serde_saphyr::options! { legacy_octal_numbers: false };
-            let file: schema::RuleFile = serde_saphyr::from_str_with_options(src.text, opts).map_err(|e| {
-                let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
-                Error::Rules { file: src.name.into(), line, column, message: first_line(&e.to_string()) }
-            })?;
+            let file: schema::RuleFile =
+                serde_saphyr::from_str_with_options(src.text, opts).map_err(|e| {
+                    let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+                    Error::Rules {
+                        file: src.name.into(),
+                        line,
+                        column,
+                        message: first_line(&e.to_string()),
+                    }
+                })?;
             rules.merge(src.name, file)?;
         }
         rules.plans = Plans::compile(&rules);
@@ -222,7 +234,12 @@ impl Rules {
             column: loc.column(),
             message,
         };
-        let no_loc = |message: String| Error::Rules { file: name.into(), line: 0, column: 0, message };
+        let no_loc = |message: String| Error::Rules {
+            file: name.into(),
+            line: 0,
+            column: 0,
+            message,
+        };
         set_once(&mut self.kind_prefix, f.kind_prefix);
         set_once(&mut self.resource_prefix, f.resource_type_prefix);
         set_once(&mut self.short_name_prefix, f.short_name_prefix);
@@ -232,9 +249,16 @@ impl Rules {
         for (key, g) in f.rules.unwrap_or_default() {
             let loc = g.referenced;
             let g = g.value;
-            let original = if g.group_rule.group.is_empty() { key.clone() } else { g.group_rule.group.clone() };
+            let original = if g.group_rule.group.is_empty() {
+                key.clone()
+            } else {
+                g.group_rule.group.clone()
+            };
             if original != key {
-                return Err(at(&loc, format!("group rule key {key:?} differs from groupRule.group {original:?}")));
+                return Err(at(
+                    &loc,
+                    format!("group rule key {key:?} differs from groupRule.group {original:?}"),
+                ));
             }
             if g.group_rule.renamed.is_empty() {
                 return Err(at(&loc, format!("group {key:?} has no groupRule.renamed")));
@@ -245,7 +269,10 @@ impl Rules {
             let mut resources = BTreeMap::new();
             for (plural, r) in g.resource_rules.unwrap_or_default() {
                 if r.kind.is_empty() {
-                    return Err(at(&loc, format!("resource {plural:?} of group {key:?} has no kind")));
+                    return Err(at(
+                        &loc,
+                        format!("resource {plural:?} of group {key:?} has no kind"),
+                    ));
                 }
                 let mut r = r;
                 if r.plural.is_empty() {
@@ -258,7 +285,10 @@ impl Rules {
             }
             let idx = self.groups.len();
             self.by_original.insert(key.clone(), idx);
-            self.by_renamed.entry(g.group_rule.renamed.clone()).or_default().push(idx);
+            self.by_renamed
+                .entry(g.group_rule.renamed.clone())
+                .or_default()
+                .push(idx);
             self.groups.push(Group {
                 original,
                 renamed: g.group_rule.renamed,
@@ -290,7 +320,11 @@ impl Rules {
                         original_value: &r.value.original_value,
                         renamed_value: &r.value.renamed_value,
                     };
-                    let res = if is_prefix { target.add_prefix(rule) } else { target.add_name(rule) };
+                    let res = if is_prefix {
+                        target.add_prefix(rule)
+                    } else {
+                        target.add_name(rule)
+                    };
                     res.map_err(|c| at(&r.referenced, c.0))?;
                 }
             }
@@ -314,18 +348,35 @@ impl Rules {
                 let ty = FieldType::parse(&fr.value.field_type).ok_or_else(|| {
                     at(
                         &fr.referenced,
-                        format!("unknown field type {:?} (one of: {})", fr.value.field_type, FieldType::NAMES),
+                        format!(
+                            "unknown field type {:?} (one of: {})",
+                            fr.value.field_type,
+                            FieldType::NAMES
+                        ),
                     )
                 })?;
                 let segs = jsonpath::parse(&fr.value.path).map_err(|e| {
-                    at(&fr.referenced, format!("invalid JSONPath {:?} at character {}: {}", fr.value.path, e.at, e.msg))
+                    at(
+                        &fr.referenced,
+                        format!(
+                            "invalid JSONPath {:?} at character {}: {}",
+                            fr.value.path, e.at, e.msg
+                        ),
+                    )
                 })?;
                 if segs.is_empty() && ty != FieldType::Metadata {
-                    return Err(at(&fr.referenced, "a field location must name a field below `$`".into()));
+                    return Err(at(
+                        &fr.referenced,
+                        "a field location must name a field below `$`".into(),
+                    ));
                 }
                 fields.push((segs, ty));
             }
-            self.kinds.push(KindFields { kinds: k.kinds, api_groups: k.api_groups, fields });
+            self.kinds.push(KindFields {
+                kinds: k.kinds,
+                api_groups: k.api_groups,
+                fields,
+            });
         }
         if let Some(rr) = f.rewrite_responses {
             if let Some(core) = rr.core {
@@ -343,7 +394,10 @@ impl Rules {
                     {
                         return Err(no_loc(format!(
                             "kind {:?} is in groups {:?} and {:?}, which share the renamed group {:?}",
-                            r.kind, self.groups[other].original, self.groups[i].original, self.groups[i].renamed
+                            r.kind,
+                            self.groups[other].original,
+                            self.groups[i].original,
+                            self.groups[i].renamed
                         )));
                     }
                 }
@@ -366,7 +420,11 @@ impl Rules {
 
     /// Groups renamed to `renamed`.
     pub fn groups_renamed_to(&self, renamed: &str) -> impl Iterator<Item = &Group> {
-        self.by_renamed.get(renamed).into_iter().flatten().map(|&i| &self.groups[i])
+        self.by_renamed
+            .get(renamed)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.groups[i])
     }
 
     /// True for a renamed group name.
@@ -386,7 +444,10 @@ impl Rules {
         let first = *it.peek()?;
         if let Some(kind) = kind {
             let k = kind.strip_prefix(self.kind_prefix.as_str()).unwrap_or(kind);
-            if let Some(g) = self.groups_renamed_to(renamed).find(|g| g.resource_by_kind(k).is_some()) {
+            if let Some(g) = self
+                .groups_renamed_to(renamed)
+                .find(|g| g.resource_by_kind(k).is_some())
+            {
                 return Some(g);
             }
         }
@@ -425,13 +486,16 @@ impl Rules {
 
     /// Any group's resource with this plural.
     pub fn resource_by_plural_any(&self, plural: &str) -> Option<(&Group, &ResourceRule)> {
-        self.groups.iter().find_map(|g| g.resources.get(plural).map(|r| (g, r)))
+        self.groups
+            .iter()
+            .find_map(|g| g.resources.get(plural).map(|r| (g, r)))
     }
 
     /// True when an object of `kind` in `group` (both as the server holds them) is hidden.
     pub fn is_excluded_kind(&self, group: &str, kind: &str) -> bool {
         // Implicit: objects of an original ruled group and kind (e.g. a real KubeVirt install).
-        self.group(group).is_some_and(|g| g.resource_by_kind(kind).is_some())
+        self.group(group)
+            .is_some_and(|g| g.resource_by_kind(kind).is_some())
     }
 }
 
@@ -451,7 +515,10 @@ impl Group {
 
     /// Renamed version → original version.
     pub fn restore_version<'a>(&'a self, v: &'a str) -> &'a str {
-        self.version_map.iter().find(|(_, r)| r.as_str() == v).map_or(v, |(o, _)| o.as_str())
+        self.version_map
+            .iter()
+            .find(|(_, r)| r.as_str() == v)
+            .map_or(v, |(o, _)| o.as_str())
     }
 
     /// Original version → renamed version.

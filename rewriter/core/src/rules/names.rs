@@ -48,29 +48,55 @@ impl NameRules {
     /// Adds an exact-name rule (a `name=value` rule when values are given).
     pub fn add_name(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
         if r.original.is_empty() || r.renamed.is_empty() {
-            return Err(Collision("a name rule needs both `original` and `renamed`".into()));
+            return Err(Collision(
+                "a name rule needs both `original` and `renamed`".into(),
+            ));
         }
         if !r.original_value.is_empty() || !r.renamed_value.is_empty() {
             let from = (r.original.to_owned(), r.original_value.to_owned());
             let to = (r.renamed.to_owned(), r.renamed_value.to_owned());
-            insert_unique(&mut self.pair_fwd, from.clone(), to.clone(), |k| format!("{}={}", k.0, k.1))?;
+            insert_unique(&mut self.pair_fwd, from.clone(), to.clone(), |k| {
+                format!("{}={}", k.0, k.1)
+            })?;
             insert_unique(&mut self.pair_back, to, from, |k| format!("{}={}", k.0, k.1))
         } else {
-            insert_unique(&mut self.name_fwd, r.original.into(), r.renamed.into(), Clone::clone)?;
-            insert_unique(&mut self.name_back, r.renamed.into(), r.original.into(), Clone::clone)
+            insert_unique(
+                &mut self.name_fwd,
+                r.original.into(),
+                r.renamed.into(),
+                Clone::clone,
+            )?;
+            insert_unique(
+                &mut self.name_back,
+                r.renamed.into(),
+                r.original.into(),
+                Clone::clone,
+            )
         }
     }
 
     /// Adds a prefix rule (matches the part of a name before its first `/`).
     pub fn add_prefix(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
         if r.original.is_empty() || r.renamed.is_empty() {
-            return Err(Collision("a prefix rule needs both `original` and `renamed`".into()));
+            return Err(Collision(
+                "a prefix rule needs both `original` and `renamed`".into(),
+            ));
         }
         if r.original.contains('/') || r.renamed.contains('/') {
             return Err(Collision(format!("prefix {:?} must not contain '/'", r.original)));
         }
-        insert_unique(&mut self.prefix_fwd, r.original.into(), r.renamed.into(), Clone::clone)?;
-        insert_unique(&mut self.prefix_back, r.renamed.into(), r.original.into(), Clone::clone)
+        insert_unique(
+            &mut self.prefix_fwd,
+            r.original.into(),
+            r.renamed.into(),
+            Clone::clone,
+        )?;
+        insert_unique(
+            &mut self.prefix_back,
+            r.renamed.into(),
+            r.original.into(),
+            Clone::clone,
+        )
     }
 
     /// True when no rule is set.
@@ -92,7 +118,10 @@ impl NameRules {
     /// Renamed → original; original-looking names become `preserved-original-<name>`.
     pub fn restore<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
         if forward(&self.pair_fwd, &self.name_fwd, &self.prefix_fwd, name, value).is_some() {
-            return (Cow::Owned(format!("{PRESERVED_PREFIX}{name}")), Cow::Borrowed(value));
+            return (
+                Cow::Owned(format!("{PRESERVED_PREFIX}{name}")),
+                Cow::Borrowed(value),
+            );
         }
         match forward(&self.pair_back, &self.name_back, &self.prefix_back, name, value) {
             Some(r) => r,
@@ -114,7 +143,11 @@ impl NameRules {
     /// whose pair rule fires (or by name/prefix rules), and each value is rewritten with the key.
     pub fn rewrite_requirement(&self, restore: bool, key: &str, values: &[String]) -> (String, Vec<String>) {
         let f = |k: &str, v: &str| -> (String, String) {
-            let (k, v) = if restore { self.restore(k, v) } else { self.rename(k, v) };
+            let (k, v) = if restore {
+                self.restore(k, v)
+            } else {
+                self.rename(k, v)
+            };
             (k.into_owned(), v.into_owned())
         };
         let new_key = values
@@ -155,7 +188,10 @@ fn insert_unique<K: std::hash::Hash + Eq, V: PartialEq>(
 ) -> Result<(), Collision> {
     match map.get(&k) {
         Some(old) if *old == v => Ok(()),
-        Some(_) => Err(Collision(format!("{} is renamed in two different ways", show(&k)))),
+        Some(_) => Err(Collision(format!(
+            "{} is renamed in two different ways",
+            show(&k)
+        ))),
         None => {
             map.insert(k, v);
             Ok(())
@@ -169,11 +205,31 @@ mod tests {
 
     fn kubevirt_labels() -> NameRules {
         let mut r = NameRules::default();
-        let rule = |o, n| NameRule { original: o, renamed: n, original_value: "", renamed_value: "" };
-        r.add_prefix(rule("kubevirt.io", "kubevirt.internal.virtualization.deckhouse.io")).unwrap();
-        r.add_prefix(rule("vm.kubevirt.io", "vm.kubevirt.internal.virtualization.deckhouse.io")).unwrap();
-        r.add_name(rule("kubevirt.io", "kubevirt.internal.virtualization.deckhouse.io")).unwrap();
-        for (o, n) in [("virt-operator", "virt-operator-iv"), ("kubevirt-operator", "kubevirt-operator-iv")] {
+        let rule = |o, n| NameRule {
+            original: o,
+            renamed: n,
+            original_value: "",
+            renamed_value: "",
+        };
+        r.add_prefix(rule(
+            "kubevirt.io",
+            "kubevirt.internal.virtualization.deckhouse.io",
+        ))
+        .unwrap();
+        r.add_prefix(rule(
+            "vm.kubevirt.io",
+            "vm.kubevirt.internal.virtualization.deckhouse.io",
+        ))
+        .unwrap();
+        r.add_name(rule(
+            "kubevirt.io",
+            "kubevirt.internal.virtualization.deckhouse.io",
+        ))
+        .unwrap();
+        for (o, n) in [
+            ("virt-operator", "virt-operator-iv"),
+            ("kubevirt-operator", "kubevirt-operator-iv"),
+        ] {
             r.add_name(NameRule {
                 original: "app.kubernetes.io/managed-by",
                 renamed: "app.kubernetes.io/managed-by",
@@ -188,19 +244,34 @@ mod tests {
     #[test]
     fn prefix_matches_whole_segment_only() {
         let r = kubevirt_labels();
-        assert_eq!(r.rename("kubevirt.io/created-by", "x").0, "kubevirt.internal.virtualization.deckhouse.io/created-by");
-        assert_eq!(r.rename("vm.kubevirt.io/name", "x").0, "vm.kubevirt.internal.virtualization.deckhouse.io/name");
+        assert_eq!(
+            r.rename("kubevirt.io/created-by", "x").0,
+            "kubevirt.internal.virtualization.deckhouse.io/created-by"
+        );
+        assert_eq!(
+            r.rename("vm.kubevirt.io/name", "x").0,
+            "vm.kubevirt.internal.virtualization.deckhouse.io/name"
+        );
         assert_eq!(r.rename("xkubevirt.io/a", "x").0, "xkubevirt.io/a");
-        assert_eq!(r.rename("kubevirt.io", "v").0, "kubevirt.internal.virtualization.deckhouse.io");
+        assert_eq!(
+            r.rename("kubevirt.io", "v").0,
+            "kubevirt.internal.virtualization.deckhouse.io"
+        );
     }
 
     #[test]
     fn pair_rules_match_only_their_value() {
         let r = kubevirt_labels();
         let k = "app.kubernetes.io/managed-by";
-        assert_eq!(r.rename(k, "virt-operator"), (k.into(), "virt-operator-iv".into()));
+        assert_eq!(
+            r.rename(k, "virt-operator"),
+            (k.into(), "virt-operator-iv".into())
+        );
         assert_eq!(r.rename(k, "helm"), (k.into(), "helm".into()));
-        assert_eq!(r.restore(k, "virt-operator-iv"), (k.into(), "virt-operator".into()));
+        assert_eq!(
+            r.restore(k, "virt-operator-iv"),
+            (k.into(), "virt-operator".into())
+        );
         assert_eq!(r.restore(k, "helm"), (k.into(), "helm".into()));
     }
 
@@ -210,13 +281,21 @@ mod tests {
         let (k, _) = r.restore("kubevirt.io/schedulable", "true");
         assert_eq!(k, "preserved-original-kubevirt.io/schedulable");
         assert_eq!(r.rename(&k, "true").0, "kubevirt.io/schedulable");
-        assert_eq!(r.restore("app.kubernetes.io/managed-by", "virt-operator").0, "preserved-original-app.kubernetes.io/managed-by");
+        assert_eq!(
+            r.restore("app.kubernetes.io/managed-by", "virt-operator").0,
+            "preserved-original-app.kubernetes.io/managed-by"
+        );
     }
 
     #[test]
     fn collisions_are_judged_on_pairs() {
         let mut r = kubevirt_labels();
-        let bad = NameRule { original: "kubevirt.io", renamed: "other.io", original_value: "", renamed_value: "" };
+        let bad = NameRule {
+            original: "kubevirt.io",
+            renamed: "other.io",
+            original_value: "",
+            renamed_value: "",
+        };
         assert!(r.add_prefix(bad).is_err());
         let same = NameRule {
             original: "kubevirt.io",
@@ -230,7 +309,11 @@ mod tests {
     #[test]
     fn requirement_key_follows_its_values() {
         let r = kubevirt_labels();
-        let (k, v) = r.rewrite_requirement(false, "app.kubernetes.io/managed-by", &["virt-operator".into(), "x".into()]);
+        let (k, v) = r.rewrite_requirement(
+            false,
+            "app.kubernetes.io/managed-by",
+            &["virt-operator".into(), "x".into()],
+        );
         assert_eq!(k, "app.kubernetes.io/managed-by");
         assert_eq!(v, vec!["virt-operator-iv".to_string(), "x".to_string()]);
         let (k, v) = r.rewrite_requirement(true, "kubevirt.internal.virtualization.deckhouse.io/a", &[]);

@@ -17,10 +17,20 @@ pub struct RuleFile {
     #[serde(default, alias = "KindPrefix", alias = "kindprefix")]
     pub kind_prefix: Option<String>,
     /// Prefix added to resource names (plurals and singulars).
-    #[serde(default, alias = "ResourceTypePrefix", alias = "resourcetypeprefix", rename = "resourceTypePrefix")]
+    #[serde(
+        default,
+        alias = "ResourceTypePrefix",
+        alias = "resourcetypeprefix",
+        rename = "resourceTypePrefix"
+    )]
     pub resource_type_prefix: Option<String>,
     /// Prefix added to short names.
-    #[serde(default, alias = "ShortNamePrefix", alias = "shortnameprefix", rename = "shortNamePrefix")]
+    #[serde(
+        default,
+        alias = "ShortNamePrefix",
+        alias = "shortnameprefix",
+        rename = "shortNamePrefix"
+    )]
     pub short_name_prefix: Option<String>,
     /// Categories given to renamed resources that have categories.
     #[serde(default, alias = "Categories")]
@@ -47,7 +57,12 @@ pub struct RuleFile {
     #[serde(default, alias = "Kinds")]
     pub kinds: Option<Vec<Spanned<KindRule>>>,
     /// Extension: resources of unruled groups whose responses are rewritten.
-    #[serde(default, alias = "RewriteResponses", alias = "rewriteresponses", rename = "rewriteResponses")]
+    #[serde(
+        default,
+        alias = "RewriteResponses",
+        alias = "rewriteresponses",
+        rename = "rewriteResponses"
+    )]
     pub rewrite_responses: Option<RewriteResponses>,
 }
 
@@ -59,7 +74,12 @@ pub struct GroupRules {
     #[serde(default, alias = "GroupRule", alias = "grouprule", rename = "groupRule")]
     pub group_rule: GroupRule,
     /// Its resources, keyed by plural.
-    #[serde(default, alias = "ResourceRules", alias = "resourcerules", rename = "resourceRules")]
+    #[serde(
+        default,
+        alias = "ResourceRules",
+        alias = "resourcerules",
+        rename = "resourceRules"
+    )]
     pub resource_rules: Option<BTreeMap<String, ResourceRule>>,
 }
 
@@ -74,7 +94,12 @@ pub struct GroupRule {
     #[serde(default, alias = "Versions")]
     pub versions: Option<Vec<String>>,
     /// Preferred version (informational).
-    #[serde(default, alias = "PreferredVersion", alias = "preferredversion", rename = "preferredVersion")]
+    #[serde(
+        default,
+        alias = "PreferredVersion",
+        alias = "preferredversion",
+        rename = "preferredVersion"
+    )]
     pub preferred_version: Option<String>,
     /// Renamed group, e.g. `internal.virtualization.deckhouse.io`.
     #[serde(default, alias = "Renamed")]
@@ -110,7 +135,12 @@ pub struct ResourceRule {
     #[serde(default, alias = "Versions")]
     pub versions: Option<Vec<String>>,
     /// Preferred version (informational).
-    #[serde(default, alias = "PreferredVersion", alias = "preferredversion", rename = "preferredVersion")]
+    #[serde(
+        default,
+        alias = "PreferredVersion",
+        alias = "preferredversion",
+        rename = "preferredVersion"
+    )]
     pub preferred_version: Option<String>,
 }
 
@@ -152,10 +182,20 @@ pub struct MetadataReplaceRule {
     #[serde(default, alias = "Renamed")]
     pub renamed: String,
     /// Original value (with `renamedValue`: the rule matches only this pair).
-    #[serde(default, alias = "OriginalValue", alias = "originalvalue", rename = "originalValue")]
+    #[serde(
+        default,
+        alias = "OriginalValue",
+        alias = "originalvalue",
+        rename = "originalValue"
+    )]
     pub original_value: String,
     /// Renamed value.
-    #[serde(default, alias = "RenamedValue", alias = "renamedvalue", rename = "renamedValue")]
+    #[serde(
+        default,
+        alias = "RenamedValue",
+        alias = "renamedvalue",
+        rename = "renamedValue"
+    )]
     pub renamed_value: String,
 }
 

@@ -2,9 +2,9 @@
 
 use crate::Direction;
 use crate::error::{JsonError, Result};
+use crate::json::Scanner;
 use crate::json::frame::Framer;
 use crate::json::scan::quote;
-use crate::json::Scanner;
 use crate::object::{self, Context, Hint, Verdict, Walker};
 use crate::rules::Rules;
 
@@ -12,11 +12,15 @@ use crate::rules::Rules;
 enum State {
     Start,
     /// Before a key of the envelope (or its closing brace).
-    Key { first: bool },
+    Key {
+        first: bool,
+    },
     /// Inside a non-`items` member value of the envelope.
     Value,
     /// Before an element of `items` (or its closing bracket).
-    Item { first: bool },
+    Item {
+        first: bool,
+    },
     /// Inside an element of `items`.
     InItem,
     Done,
@@ -73,7 +77,11 @@ impl<'r> ListRewriter<'r> {
     }
 
     fn err(&self, at: usize, msg: &'static str) -> JsonError {
-        JsonError { offset: self.base + at, msg, eof: false }
+        JsonError {
+            offset: self.base + at,
+            msg,
+            eof: false,
+        }
     }
 
     /// Feeds the next piece of the body; appends what can be written to `out`.
@@ -98,7 +106,12 @@ impl<'r> ListRewriter<'r> {
     pub fn finish(mut self, out: &mut Vec<u8>) -> Result<()> {
         self.run(out, true)?;
         if self.state != State::Done {
-            return Err(JsonError { offset: self.base + self.buf.len(), msg: "unexpected end of input", eof: true }.into());
+            return Err(JsonError {
+                offset: self.base + self.buf.len(),
+                msg: "unexpected end of input",
+                eof: true,
+            }
+            .into());
         }
         Ok(())
     }
@@ -118,7 +131,9 @@ impl<'r> ListRewriter<'r> {
             match self.state {
                 State::Start => {
                     self.ws();
-                    let Some(&b) = self.buf.get(self.pos) else { return Ok(()) };
+                    let Some(&b) = self.buf.get(self.pos) else {
+                        return Ok(());
+                    };
                     if b != b'{' {
                         return Err(self.err(self.pos, "expected `{` at the start of a list").into());
                     }
@@ -128,7 +143,9 @@ impl<'r> ListRewriter<'r> {
                 }
                 State::Key { first } => {
                     self.ws();
-                    let Some(&b) = self.buf.get(self.pos) else { return Ok(()) };
+                    let Some(&b) = self.buf.get(self.pos) else {
+                        return Ok(());
+                    };
                     if b == b'}' {
                         self.pos += 1;
                         out.push(b'}');
@@ -185,14 +202,18 @@ impl<'r> ListRewriter<'r> {
                     }
                 }
                 State::Value => {
-                    let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else { return Ok(()) };
+                    let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else {
+                        return Ok(());
+                    };
                     self.member(self.start, end, out)?;
                     self.pos = end;
                     self.state = State::Key { first: false };
                 }
                 State::Item { first } => {
                     self.ws();
-                    let Some(&b) = self.buf.get(self.pos) else { return Ok(()) };
+                    let Some(&b) = self.buf.get(self.pos) else {
+                        return Ok(());
+                    };
                     if b == b']' {
                         self.pos += 1;
                         out.push(b']');
@@ -224,7 +245,9 @@ impl<'r> ListRewriter<'r> {
                     self.state = State::InItem;
                 }
                 State::InItem => {
-                    let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else { return Ok(()) };
+                    let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else {
+                        return Ok(());
+                    };
                     self.item(self.start, end, out)?;
                     self.pos = end;
                     self.state = State::Item { first: false };
@@ -259,12 +282,26 @@ impl<'r> ListRewriter<'r> {
             ("apiVersion", Some(av)) => {
                 self.api_version = Some(av.clone());
                 let kind = self.kind.clone().or_else(|| self.ctx_list_kind());
-                object::walk::rewrite_gvk(self.rules, self.dir, Some(&av), kind.as_deref(), self.ctx.group.as_deref()).0
+                object::walk::rewrite_gvk(
+                    self.rules,
+                    self.dir,
+                    Some(&av),
+                    kind.as_deref(),
+                    self.ctx.group.as_deref(),
+                )
+                .0
             }
             ("kind", Some(k)) => {
                 self.kind = Some(k.clone());
                 let av = self.api_version.clone().or_else(|| self.ctx_api_version());
-                object::walk::rewrite_gvk(self.rules, self.dir, av.as_deref(), Some(&k), self.ctx.group.as_deref()).1
+                object::walk::rewrite_gvk(
+                    self.rules,
+                    self.dir,
+                    av.as_deref(),
+                    Some(&k),
+                    self.ctx.group.as_deref(),
+                )
+                .1
             }
             _ => None,
         };
@@ -279,7 +316,14 @@ impl<'r> ListRewriter<'r> {
     fn ctx_list_kind(&self) -> Option<String> {
         let k = self.ctx.kind.as_ref()?;
         Some(match self.dir {
-            Direction::Restore if self.ctx.group.as_deref().and_then(|g| self.rules.group(g)).is_some() => {
+            Direction::Restore
+                if self
+                    .ctx
+                    .group
+                    .as_deref()
+                    .and_then(|g| self.rules.group(g))
+                    .is_some() =>
+            {
                 format!("{}{k}List", self.rules.kind_prefix)
             }
             _ => format!("{k}List"),
@@ -298,7 +342,11 @@ impl<'r> ListRewriter<'r> {
     }
 
     fn item(&mut self, start: usize, end: usize, out: &mut Vec<u8>) -> Result<()> {
-        let kind_owned = self.kind.as_deref().and_then(|k| k.strip_suffix("List")).map(str::to_owned);
+        let kind_owned = self
+            .kind
+            .as_deref()
+            .and_then(|k| k.strip_suffix("List"))
+            .map(str::to_owned);
         let ctx_kind = self.ctx.kind.clone();
         let item_kind = kind_owned.as_deref().or(match self.dir {
             Direction::Rename => ctx_kind.as_deref(),
@@ -309,7 +357,11 @@ impl<'r> ListRewriter<'r> {
         let mut w = Walker::new(self.rules, self.dir, raw);
         w.sc = Scanner::with_base(raw, self.base + start);
         w.group_hint = self.ctx.group.as_deref();
-        let hint = Hint { kind: item_kind, api_version: av.as_deref(), top: true };
+        let hint = Hint {
+            kind: item_kind,
+            api_version: av.as_deref(),
+            top: true,
+        };
         let verdict = w.object(&hint)?;
         w.sc.end()?;
         match verdict {

@@ -40,10 +40,12 @@ pub fn sniff_list(prefix: &[u8]) -> Option<bool> {
             Err(e) => return if e.eof { None } else { Some(false) },
         };
         match key.text.as_ref() {
-            "items" => return match sc.peek() {
-                Ok(b) => Some(b == b'['),
-                Err(_) => None,
-            },
+            "items" => {
+                return match sc.peek() {
+                    Ok(b) => Some(b == b'['),
+                    Err(_) => None,
+                };
+            }
             "kind" => match sc.string_or_skip() {
                 Ok(Some(k)) if !k.text.ends_with("List") => return Some(false),
                 Ok(_) => {}

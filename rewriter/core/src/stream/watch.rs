@@ -2,8 +2,8 @@
 
 use crate::Direction;
 use crate::error::Result;
-use crate::json::frame::Framer;
 use crate::json::Scanner;
+use crate::json::frame::Framer;
 use crate::object::{Context, Hint, Verdict, Walker};
 use crate::rules::Rules;
 
@@ -63,7 +63,12 @@ impl<'r> WatchRewriter<'r> {
         self.run(out, true)?;
         if self.start.is_some() {
             let offset = self.base + self.buf.len();
-            return Err(crate::JsonError { offset, msg: "unexpected end of input", eof: true }.into());
+            return Err(crate::JsonError {
+                offset,
+                msg: "unexpected end of input",
+                eof: true,
+            }
+            .into());
         }
         Ok(())
     }
@@ -84,7 +89,9 @@ impl<'r> WatchRewriter<'r> {
                 self.start = Some(self.pos);
             }
             let start = self.start.expect("set above");
-            let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else { return Ok(()) };
+            let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else {
+                return Ok(());
+            };
             self.event(start, end, out)?;
             self.start = None;
         }
@@ -100,7 +107,11 @@ impl<'r> WatchRewriter<'r> {
         let mut verdict = Verdict::Keep;
         while let Some(k) = w.sc.next_key(&mut first)? {
             if k.text == "object" {
-                let hint = Hint { kind: None, api_version: None, top: true };
+                let hint = Hint {
+                    kind: None,
+                    api_version: None,
+                    top: true,
+                };
                 verdict = w.object(&hint)?;
             } else {
                 w.sc.skip_value()?;
