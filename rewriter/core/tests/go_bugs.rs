@@ -376,7 +376,7 @@ fn bug09a_watch_framing_detection_and_errors() {
     );
 }
 
-/// 11. LIST bodies are rewritten item by item: output starts before the input ends.
+/// 11: LIST bodies are rewritten item by item: output starts before the input ends.
 /// Bug 10 (metrics) is checked in the proxy crate.
 #[test]
 fn bug11_lists_stream() {
