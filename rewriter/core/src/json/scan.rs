@@ -227,54 +227,74 @@ impl<'a> Scanner<'a> {
     }
 
     /// Skips a string at the current position; returns its end and whether it has escapes.
+    ///
+    /// Eight bytes at a time while no byte is a quote, a backslash, a control character or
+    /// non-ASCII; byte by byte otherwise. Non-ASCII runs are UTF-8 validated at the end.
     fn skip_string(&mut self) -> Result<(usize, bool)> {
         debug_assert_eq!(self.buf.get(self.pos), Some(&b'"'));
+        let buf = self.buf;
         let start = self.pos + 1;
         let mut i = start;
         let mut escaped = false;
+        let mut non_ascii = false;
         loop {
-            let Some(off) = memchr::memchr2(b'"', b'\\', &self.buf[i..]) else {
-                self.pos = self.buf.len();
-                return Err(self.eof());
-            };
-            let j = i + off;
-            if self.buf[j] == b'"' {
-                check_chunk(&self.buf[i..j]).map_err(|(k, msg)| JsonError {
-                    offset: self.base + i + k,
-                    msg,
-                    eof: false,
-                })?;
-                self.pos = j + 1;
-                return Ok((j + 1, escaped));
+            while let Some(chunk) = buf.get(i..i + 8) {
+                let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+                if special(w) {
+                    break;
+                }
+                i += 8;
             }
-            check_chunk(&self.buf[i..j]).map_err(|(k, msg)| JsonError {
-                offset: self.base + i + k,
-                msg,
-                eof: false,
-            })?;
-            escaped = true;
-            let Some(&e) = self.buf.get(j + 1) else {
-                self.pos = self.buf.len();
+            let Some(&b) = buf.get(i) else {
+                self.pos = buf.len();
                 return Err(self.eof());
             };
-            i = j + 2;
-            match e {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
-                b'u' => {
-                    if self.buf.len() < j + 6 {
-                        self.pos = self.buf.len();
+            match b {
+                b'"' => {
+                    if non_ascii {
+                        std::str::from_utf8(&buf[start..i]).map_err(|e| JsonError {
+                            offset: self.base + start + e.valid_up_to(),
+                            msg: "invalid UTF-8 in string",
+                            eof: false,
+                        })?;
+                    }
+                    self.pos = i + 1;
+                    return Ok((i + 1, escaped));
+                }
+                b'\\' => {
+                    escaped = true;
+                    let Some(&e) = buf.get(i + 1) else {
+                        self.pos = buf.len();
                         return Err(self.eof());
+                    };
+                    match e {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                        b'u' => {
+                            if buf.len() < i + 6 {
+                                self.pos = buf.len();
+                                return Err(self.eof());
+                            }
+                            if !buf[i + 2..i + 6].iter().all(u8::is_ascii_hexdigit) {
+                                self.pos = i + 2;
+                                return Err(self.err("invalid \\u escape"));
+                            }
+                            i += 6;
+                        }
+                        _ => {
+                            self.pos = i + 1;
+                            return Err(self.err("invalid escape"));
+                        }
                     }
-                    if !self.buf[j + 2..j + 6].iter().all(u8::is_ascii_hexdigit) {
-                        self.pos = j + 2;
-                        return Err(self.err("invalid \\u escape"));
-                    }
-                    i = j + 6;
                 }
-                _ => {
-                    self.pos = j + 1;
-                    return Err(self.err("invalid escape"));
+                0..=0x1f => {
+                    self.pos = i;
+                    return Err(self.err("control character in string"));
                 }
+                0x80.. => {
+                    non_ascii = true;
+                    i += 1;
+                }
+                _ => i += 1,
             }
         }
     }
@@ -378,16 +398,17 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// Validates a run of string bytes without quotes or backslashes: no control characters, UTF-8.
-#[inline]
-fn check_chunk(s: &[u8]) -> Result<(), (usize, &'static str)> {
-    if let Some(i) = s.iter().position(|&b| b < 0x20) {
-        return Err((i, "control character in string"));
-    }
-    if !s.is_ascii() {
-        std::str::from_utf8(s).map_err(|e| (e.valid_up_to(), "invalid UTF-8 in string"))?;
-    }
-    Ok(())
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// True if any byte of `w` is `"`, `\\`, below 0x20 or non-ASCII.
+#[inline(always)]
+fn special(w: u64) -> bool {
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let quote = zero(w ^ (ONES * u64::from(b'"')));
+    let backslash = zero(w ^ (ONES * u64::from(b'\\')));
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+    (quote | backslash | control | (w & HIGHS)) != 0
 }
 
 /// Decodes the escapes of a validated string body.

@@ -510,16 +510,17 @@ mod tests {
 
     const G: &str = "internal.virtualization.deckhouse.io";
 
-    fn rules() -> Rules {
-        Rules::builtin_kubevirt()
+    fn rules() -> &'static Rules {
+        static RULES: std::sync::OnceLock<Rules> = std::sync::OnceLock::new();
+        RULES.get_or_init(Rules::builtin_kubevirt)
     }
 
     fn rename(p: &str) -> String {
-        rewrite(&rules(), Direction::Rename, p).unwrap()
+        rewrite(rules(), Direction::Rename, p).unwrap()
     }
 
     fn restore(p: &str) -> String {
-        rewrite(&rules(), Direction::Restore, p).unwrap()
+        rewrite(rules(), Direction::Restore, p).unwrap()
     }
 
     /// (input, prefix, group, version, namespace, resource, name, subresource, remainder, legacy watch)
@@ -1031,7 +1032,7 @@ mod tests {
             assert_eq!(restore(p), p, "restore {p}");
         }
         let (_, changed) = rewrite_parsed(
-            &rules(),
+            rules(),
             Direction::Rename,
             &ApiPath::parse("/apis/apps/v1/deployments"),
         )
@@ -1256,20 +1257,20 @@ mod tests {
     #[test]
     fn webhooks_keep_the_query() {
         let r = rules();
-        let w = webhook_rule(&r, "/virtualmachines-validate?timeout=10s").unwrap();
+        let w = webhook_rule(r, "/virtualmachines-validate?timeout=10s").unwrap();
         assert_eq!(
             (w.group.as_str(), w.resource.as_str()),
             ("kubevirt.io", "virtualmachines")
         );
         assert_eq!(
-            webhook_target(&r, "/virtualmachines-validate?timeout=10s").as_deref(),
+            webhook_target(r, "/virtualmachines-validate?timeout=10s").as_deref(),
             Some("/virtualmachines-validate?timeout=10s")
         );
         assert_eq!(
-            webhook_target(&r, "/virtualmachines-mutate").as_deref(),
+            webhook_target(r, "/virtualmachines-mutate").as_deref(),
             Some("/virtualmachines-mutate")
         );
-        assert!(webhook_rule(&r, "/virtualmachines-validat%65").is_some());
+        assert!(webhook_rule(r, "/virtualmachines-validat%65").is_some());
         for p in [
             "/virtualmachines-validate/x",
             "/nope?timeout=10s",
@@ -1277,8 +1278,8 @@ mod tests {
             "",
             "?",
         ] {
-            assert!(webhook_rule(&r, p).is_none(), "{p}");
-            assert_eq!(webhook_target(&r, p), None);
+            assert!(webhook_rule(r, p).is_none(), "{p}");
+            assert_eq!(webhook_target(r, p), None);
         }
     }
 
@@ -1306,7 +1307,7 @@ mod tests {
         ];
         for s in inputs {
             for dir in [Direction::Rename, Direction::Restore] {
-                let out = rewrite(&r, dir, s).unwrap();
+                let out = rewrite(r, dir, s).unwrap();
                 let p = ApiPath::parse(s);
                 assert_eq!(p.to_string(), s);
                 let _ = (p.is_watch(), p.is_collection(), p.crd_group(), p.remainder(), out);
@@ -1320,8 +1321,8 @@ mod tests {
             let r = rules();
             let p = ApiPath::parse(&s);
             proptest::prop_assert_eq!(p.to_string(), s.clone());
-            let renamed = rewrite(&r, Direction::Rename, &s).unwrap();
-            let _ = rewrite(&r, Direction::Restore, &renamed).unwrap();
+            let renamed = rewrite(r, Direction::Rename, &s).unwrap();
+            let _ = rewrite(r, Direction::Restore, &renamed).unwrap();
         }
 
         #[test]
@@ -1332,7 +1333,7 @@ mod tests {
             let r = rules();
             let s = format!("/{}?{q}", segs.join("/"));
             for dir in [Direction::Rename, Direction::Restore] {
-                let out = rewrite(&r, dir, &s).unwrap();
+                let out = rewrite(r, dir, &s).unwrap();
                 proptest::prop_assert_eq!(ApiPath::parse(&out).to_string(), out);
             }
         }

@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Marker for original-looking names that the server holds as they are.
 pub const PRESERVED_PREFIX: &str = "preserved-original-";
@@ -15,13 +16,43 @@ pub const PRESERVED_PREFIX: &str = "preserved-original-";
 /// A compiled set of name rules for one of labels, annotations or finalizers.
 #[derive(Debug, Default, Clone)]
 pub struct NameRules {
-    /// (original name, original value) → (renamed name, renamed value)
-    pair_fwd: HashMap<(String, String), (String, String)>,
-    pair_back: HashMap<(String, String), (String, String)>,
-    name_fwd: HashMap<String, String>,
-    name_back: HashMap<String, String>,
-    prefix_fwd: HashMap<String, String>,
-    prefix_back: HashMap<String, String>,
+    fwd: Table,
+    back: Table,
+}
+
+/// One direction of the rules, looked up by borrowed `&str` without allocating.
+#[derive(Debug, Default, Clone)]
+struct Table {
+    /// name → [(value, new name, new value)]
+    pairs: FastMap<Vec<(String, String, String)>>,
+    names: FastMap<String>,
+    prefixes: FastMap<String>,
+}
+
+type FastMap<V> = HashMap<String, V, BuildHasherDefault<Fnv>>;
+
+/// FNV-1a: label keys are short and trusted (they come from rule files and objects the
+/// apiserver already validated), and SipHash dominated profiles of the label lookups.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
 }
 
 /// A (name, value) pair after renaming; values are borrowed where unchanged.
@@ -53,25 +84,26 @@ impl NameRules {
             ));
         }
         if !r.original_value.is_empty() || !r.renamed_value.is_empty() {
-            let from = (r.original.to_owned(), r.original_value.to_owned());
-            let to = (r.renamed.to_owned(), r.renamed_value.to_owned());
-            insert_unique(&mut self.pair_fwd, from.clone(), to.clone(), |k| {
-                format!("{}={}", k.0, k.1)
-            })?;
-            insert_unique(&mut self.pair_back, to, from, |k| format!("{}={}", k.0, k.1))
-        } else {
-            insert_unique(
-                &mut self.name_fwd,
-                r.original.into(),
-                r.renamed.into(),
-                Clone::clone,
+            let show = |n: &str, v: &str| format!("{n}={v}");
+            add_pair(
+                &mut self.fwd,
+                r.original,
+                r.original_value,
+                r.renamed,
+                r.renamed_value,
+                show,
             )?;
-            insert_unique(
-                &mut self.name_back,
-                r.renamed.into(),
-                r.original.into(),
-                Clone::clone,
+            add_pair(
+                &mut self.back,
+                r.renamed,
+                r.renamed_value,
+                r.original,
+                r.original_value,
+                show,
             )
+        } else {
+            insert_unique(&mut self.fwd.names, r.original, r.renamed)?;
+            insert_unique(&mut self.back.names, r.renamed, r.original)
         }
     }
 
@@ -85,23 +117,13 @@ impl NameRules {
         if r.original.contains('/') || r.renamed.contains('/') {
             return Err(Collision(format!("prefix {:?} must not contain '/'", r.original)));
         }
-        insert_unique(
-            &mut self.prefix_fwd,
-            r.original.into(),
-            r.renamed.into(),
-            Clone::clone,
-        )?;
-        insert_unique(
-            &mut self.prefix_back,
-            r.renamed.into(),
-            r.original.into(),
-            Clone::clone,
-        )
+        insert_unique(&mut self.fwd.prefixes, r.original, r.renamed)?;
+        insert_unique(&mut self.back.prefixes, r.renamed, r.original)
     }
 
     /// True when no rule is set.
     pub fn is_empty(&self) -> bool {
-        self.pair_fwd.is_empty() && self.name_fwd.is_empty() && self.prefix_fwd.is_empty()
+        self.fwd.pairs.is_empty() && self.fwd.names.is_empty() && self.fwd.prefixes.is_empty()
     }
 
     /// Original → renamed. `value` is `""` for finalizers and keys without a value.
@@ -109,7 +131,7 @@ impl NameRules {
         if let Some(stripped) = name.strip_prefix(PRESERVED_PREFIX) {
             return (Cow::Borrowed(stripped), Cow::Borrowed(value));
         }
-        match forward(&self.pair_fwd, &self.name_fwd, &self.prefix_fwd, name, value) {
+        match self.fwd.apply(name, value) {
             Some(r) => r,
             None => (Cow::Borrowed(name), Cow::Borrowed(value)),
         }
@@ -117,13 +139,13 @@ impl NameRules {
 
     /// Renamed → original; original-looking names become `preserved-original-<name>`.
     pub fn restore<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
-        if forward(&self.pair_fwd, &self.name_fwd, &self.prefix_fwd, name, value).is_some() {
+        if self.fwd.matches(name, value) {
             return (
                 Cow::Owned(format!("{PRESERVED_PREFIX}{name}")),
                 Cow::Borrowed(value),
             );
         }
-        match forward(&self.pair_back, &self.name_back, &self.prefix_back, name, value) {
+        match self.back.apply(name, value) {
             Some(r) => r,
             None => (Cow::Borrowed(name), Cow::Borrowed(value)),
         }
@@ -160,40 +182,66 @@ impl NameRules {
     }
 }
 
-fn forward<'a>(
-    pairs: &HashMap<(String, String), (String, String)>,
-    names: &HashMap<String, String>,
-    prefixes: &HashMap<String, String>,
-    name: &'a str,
-    value: &'a str,
-) -> Option<Renamed<'a>> {
-    if !pairs.is_empty()
-        && let Some((n, v)) = pairs.get(&(name.to_owned(), value.to_owned()))
-    {
-        return Some((Cow::Owned(n.clone()), Cow::Owned(v.clone())));
+impl Table {
+    fn matches(&self, name: &str, value: &str) -> bool {
+        self.pairs
+            .get(name)
+            .is_some_and(|v| v.iter().any(|(ov, _, _)| ov == value))
+            || self.names.contains_key(name)
+            || name
+                .split_once('/')
+                .is_some_and(|(p, _)| self.prefixes.contains_key(p))
     }
-    if let Some(n) = names.get(name) {
-        return Some((Cow::Owned(n.clone()), Cow::Borrowed(value)));
+
+    fn apply<'a>(&self, name: &'a str, value: &'a str) -> Option<Renamed<'a>> {
+        if let Some((_, n, v)) = self
+            .pairs
+            .get(name)
+            .and_then(|v| v.iter().find(|(ov, _, _)| ov == value))
+        {
+            return Some((Cow::Owned(n.clone()), Cow::Owned(v.clone())));
+        }
+        if let Some(n) = self.names.get(name) {
+            return Some((Cow::Owned(n.clone()), Cow::Borrowed(value)));
+        }
+        let (prefix, rest) = name.split_once('/')?;
+        let p = self.prefixes.get(prefix)?;
+        let mut out = String::with_capacity(p.len() + 1 + rest.len());
+        out.push_str(p);
+        out.push('/');
+        out.push_str(rest);
+        Some((Cow::Owned(out), Cow::Borrowed(value)))
     }
-    let (prefix, rest) = name.split_once('/')?;
-    let p = prefixes.get(prefix)?;
-    Some((Cow::Owned(format!("{p}/{rest}")), Cow::Borrowed(value)))
 }
 
-fn insert_unique<K: std::hash::Hash + Eq, V: PartialEq>(
-    map: &mut HashMap<K, V>,
-    k: K,
-    v: V,
-    show: impl Fn(&K) -> String,
+fn add_pair(
+    t: &mut Table,
+    name: &str,
+    value: &str,
+    new_name: &str,
+    new_value: &str,
+    show: impl Fn(&str, &str) -> String,
 ) -> Result<(), Collision> {
-    match map.get(&k) {
-        Some(old) if *old == v => Ok(()),
+    let entries = t.pairs.entry(name.to_owned()).or_default();
+    match entries.iter().find(|(v, _, _)| v == value) {
+        Some((_, n, v)) if n == new_name && v == new_value => Ok(()),
         Some(_) => Err(Collision(format!(
             "{} is renamed in two different ways",
-            show(&k)
+            show(name, value)
         ))),
         None => {
-            map.insert(k, v);
+            entries.push((value.to_owned(), new_name.to_owned(), new_value.to_owned()));
+            Ok(())
+        }
+    }
+}
+
+fn insert_unique(map: &mut FastMap<String>, k: &str, v: &str) -> Result<(), Collision> {
+    match map.get(k) {
+        Some(old) if old == v => Ok(()),
+        Some(_) => Err(Collision(format!("{k} is renamed in two different ways"))),
+        None => {
+            map.insert(k.to_owned(), v.to_owned());
             Ok(())
         }
     }

@@ -1,7 +1,7 @@
 //! LIST bodies, item by item.
 
 use crate::Direction;
-use crate::error::{JsonError, Result};
+use crate::error::{Error, JsonError, Result};
 use crate::json::Scanner;
 use crate::json::frame::Framer;
 use crate::json::scan::quote;
@@ -47,6 +47,8 @@ pub struct ListRewriter<'r> {
     kind: Option<String>,
     items_written: usize,
     items_dropped: usize,
+    /// Buffered item bytes needed before the next attempt at an incomplete item.
+    retry_at: usize,
 }
 
 impl<'r> ListRewriter<'r> {
@@ -68,6 +70,7 @@ impl<'r> ListRewriter<'r> {
             kind: None,
             items_written: 0,
             items_dropped: 0,
+            retry_at: 0,
         }
     }
 
@@ -245,12 +248,26 @@ impl<'r> ListRewriter<'r> {
                     self.state = State::InItem;
                 }
                 State::InItem => {
-                    let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else {
+                    // Items are walked straight from the buffer; an item cut short by the end
+                    // of the input is tried again once the buffer has doubled (so a large item
+                    // arriving in many pieces costs at most twice its size).
+                    let have = self.buf.len() - self.start;
+                    if !eof && have < self.retry_at {
+                        self.pos = self.buf.len();
                         return Ok(());
-                    };
-                    self.item(self.start, end, out)?;
-                    self.pos = end;
-                    self.state = State::Item { first: false };
+                    }
+                    match self.item(self.start, eof, out)? {
+                        Some(end) => {
+                            self.pos = end;
+                            self.retry_at = 0;
+                            self.state = State::Item { first: false };
+                        }
+                        None => {
+                            self.retry_at = have.saturating_mul(2).max(4096);
+                            self.pos = self.buf.len();
+                            return Ok(());
+                        }
+                    }
                 }
                 State::Done => {
                     let ws_start = self.pos;
@@ -341,39 +358,42 @@ impl<'r> ListRewriter<'r> {
         Some(format!("{name}/v"))
     }
 
-    fn item(&mut self, start: usize, end: usize, out: &mut Vec<u8>) -> Result<()> {
-        let kind_owned = self
-            .kind
-            .as_deref()
-            .and_then(|k| k.strip_suffix("List"))
-            .map(str::to_owned);
-        let ctx_kind = self.ctx.kind.clone();
-        let item_kind = kind_owned.as_deref().or(match self.dir {
-            Direction::Rename => ctx_kind.as_deref(),
+    /// Rewrites the item starting at `start`; `None` if the input ends inside it.
+    fn item(&mut self, start: usize, eof: bool, out: &mut Vec<u8>) -> Result<Option<usize>> {
+        let list_kind = self.kind.as_deref().and_then(|k| k.strip_suffix("List"));
+        let item_kind = list_kind.or(match self.dir {
+            Direction::Rename => self.ctx.kind.as_deref(),
             Direction::Restore => None,
         });
-        let av = self.api_version.clone();
-        let raw = &self.buf[start..end];
+        let raw = &self.buf[start..];
         let mut w = Walker::new(self.rules, self.dir, raw);
         w.sc = Scanner::with_base(raw, self.base + start);
         w.group_hint = self.ctx.group.as_deref();
         let hint = Hint {
             kind: item_kind,
-            api_version: av.as_deref(),
+            api_version: self.api_version.as_deref(),
             top: true,
         };
-        let verdict = w.object(&hint)?;
-        w.sc.end()?;
+        let verdict = match w.object(&hint) {
+            Ok(v) => v,
+            Err(Error::Json(e)) if e.eof && !eof => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let len = w.sc.pos();
+        // A scalar item that reaches the end of the input may continue in the next piece.
+        if len == raw.len() && !eof && !matches!(raw.last(), Some(b'}' | b']' | b'"')) {
+            return Ok(None);
+        }
         match verdict {
             Verdict::Keep => {
                 if self.items_written > 0 {
                     out.push(b',');
                 }
-                out.extend_from_slice(&w.output());
+                w.edits.apply_range(raw, 0, len, out);
                 self.items_written += 1;
             }
             Verdict::Excluded => self.items_dropped += 1,
         }
-        Ok(())
+        Ok(Some(start + len))
     }
 }

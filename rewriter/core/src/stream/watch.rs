@@ -1,9 +1,8 @@
 //! WATCH streams, event by event.
 
 use crate::Direction;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::json::Scanner;
-use crate::json::frame::Framer;
 use crate::object::{Context, Hint, Verdict, Walker};
 use crate::rules::Rules;
 
@@ -17,9 +16,9 @@ pub struct WatchRewriter<'r> {
     base: usize,
     pos: usize,
     start: Option<usize>,
-    framer: Framer,
     events: usize,
     dropped: usize,
+    retry_at: usize,
 }
 
 impl<'r> WatchRewriter<'r> {
@@ -33,9 +32,9 @@ impl<'r> WatchRewriter<'r> {
             base: 0,
             pos: 0,
             start: None,
-            framer: Framer::default(),
             events: 0,
             dropped: 0,
+            retry_at: 0,
         }
     }
 
@@ -89,43 +88,64 @@ impl<'r> WatchRewriter<'r> {
                 self.start = Some(self.pos);
             }
             let start = self.start.expect("set above");
-            let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else {
+            let have = self.buf.len() - start;
+            if !eof && have < self.retry_at {
                 return Ok(());
-            };
-            self.event(start, end, out)?;
-            self.start = None;
+            }
+            match self.event(start, eof, out)? {
+                Some(end) => {
+                    self.pos = end;
+                    self.retry_at = 0;
+                    self.start = None;
+                }
+                None => {
+                    // Cut short: try again once the buffer has doubled.
+                    self.retry_at = have.saturating_mul(2).max(4096);
+                    return Ok(());
+                }
+            }
         }
     }
 
-    fn event(&mut self, start: usize, end: usize, out: &mut Vec<u8>) -> Result<()> {
-        let raw = &self.buf[start..end];
+    /// Rewrites the event starting at `start`; `None` if the input ends inside it.
+    fn event(&mut self, start: usize, eof: bool, out: &mut Vec<u8>) -> Result<Option<usize>> {
+        let raw = &self.buf[start..];
         let mut w = Walker::new(self.rules, self.dir, raw);
         w.sc = Scanner::with_base(raw, self.base + start);
         w.group_hint = self.ctx.group.as_deref();
-        w.sc.begin_object()?;
-        let mut first = true;
-        let mut verdict = Verdict::Keep;
-        while let Some(k) = w.sc.next_key(&mut first)? {
-            if k.text == "object" {
-                let hint = Hint {
-                    kind: None,
-                    api_version: None,
-                    top: true,
-                };
-                verdict = w.object(&hint)?;
-            } else {
-                w.sc.skip_value()?;
-            }
-        }
-        w.sc.end()?;
+        let verdict = match walk_event(&mut w) {
+            Ok(v) => v,
+            Err(Error::Json(e)) if e.eof && !eof => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let len = w.sc.pos();
         match verdict {
             Verdict::Keep => {
-                out.extend_from_slice(&w.output());
+                w.edits.apply_range(raw, 0, len, out);
                 out.push(b'\n');
                 self.events += 1;
             }
             Verdict::Excluded => self.dropped += 1,
         }
-        Ok(())
+        Ok(Some(start + len))
     }
+}
+
+/// One `{"type":..,"object":..}` event; an excluded object drops the event.
+fn walk_event(w: &mut Walker<'_, '_>) -> Result<Verdict> {
+    w.sc.begin_object()?;
+    let mut first = true;
+    let mut verdict = Verdict::Keep;
+    while let Some(k) = w.sc.next_key(&mut first)? {
+        if k.text == "object" {
+            verdict = w.object(&Hint {
+                kind: None,
+                api_version: None,
+                top: true,
+            })?;
+        } else {
+            w.sc.skip_value()?;
+        }
+    }
+    Ok(verdict)
 }
