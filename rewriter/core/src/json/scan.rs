@@ -170,6 +170,31 @@ impl<'a> Scanner<'a> {
         Ok(Some(key))
     }
 
+    /// Like [`Scanner::next_key`] without decoding the key: true while there is a member.
+    pub fn skip_key(&mut self, first: &mut bool) -> Result<bool> {
+        let b = self.peek()?;
+        if b == b'}' {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(false);
+        }
+        if !*first {
+            if b != b',' {
+                return Err(self.err("expected `,` or `}`"));
+            }
+            self.pos += 1;
+            if self.peek()? != b'"' {
+                return Err(self.err("expected a key"));
+            }
+        } else if b != b'"' {
+            return Err(self.err("expected a key or `}`"));
+        }
+        *first = false;
+        self.skip_string()?;
+        self.expect(b':', "expected `:`")?;
+        Ok(true)
+    }
+
     /// Opens an array: consumes `[`. Then call [`Scanner::next_elem`] until it returns false.
     pub fn begin_array(&mut self) -> Result<()> {
         self.expect(b'[', "expected `[`")?;
@@ -238,7 +263,7 @@ impl<'a> Scanner<'a> {
         let mut escaped = false;
         let mut non_ascii = false;
         loop {
-            while let Some(chunk) = buf.get(i..i + 8) {
+            for chunk in buf[i..].chunks_exact(8) {
                 let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
                 if special(w) {
                     break;
@@ -310,7 +335,7 @@ impl<'a> Scanner<'a> {
             b'{' => {
                 self.begin_object()?;
                 let mut first = true;
-                while self.next_key(&mut first)?.is_some() {
+                while self.skip_key(&mut first)? {
                     self.skip_value()?;
                 }
             }

@@ -1,0 +1,181 @@
+//! Start-up: rules, upstream, listeners, readiness, signals; then a graceful stop.
+
+use std::sync::Arc;
+
+use kube_api_rewriter::Rules;
+use kube_api_rewriter::exchange::ProxyMode;
+use kube_api_rewriter::rules::Source;
+
+use crate::config::Config;
+use crate::health::{self, Readiness};
+use crate::metrics::Metrics;
+use crate::proxy::Proxy;
+use crate::server::{self, ServeOptions};
+use crate::shutdown::{self, Shutdown};
+use crate::upstream::Upstream;
+use crate::webhook;
+
+/// A start-up failure: one line for the operator.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartError(pub String);
+
+fn start_err(e: impl std::fmt::Display) -> StartError {
+    StartError(e.to_string())
+}
+
+/// Loads the rule file, or the built-in KubeVirt rules.
+pub fn load_rules(cfg: &Config) -> Result<Rules, StartError> {
+    match &cfg.rules_path {
+        None => Ok(Rules::builtin_kubevirt()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| StartError(format!("RULES_PATH={}: {e}", p.display())))?;
+            let name = p.display().to_string();
+            Rules::parse(&[Source {
+                name: &name,
+                text: &text,
+            }])
+            .map_err(|e| StartError(format!("RULES_PATH: {e}")))
+        }
+    }
+}
+
+/// Runs the proxies until SIGTERM or SIGINT, then stops gracefully.
+pub async fn run(cfg: Config) -> Result<(), StartError> {
+    let shutdown = Shutdown::new();
+    let signals = shutdown.clone();
+    let mut sig = tokio::spawn(async move {
+        match shutdown::signal().await {
+            Ok(name) => tracing::info!(signal = name, "shutting down"),
+            Err(e) => tracing::error!(error = %e, "cannot listen for signals"),
+        }
+        signals.trigger();
+    });
+    let res = start(cfg, &shutdown).await;
+    if res.is_err() {
+        shutdown.trigger();
+    }
+    sig.abort();
+    let _ = (&mut sig).await;
+    res
+}
+
+/// Starts everything and returns when all listeners have stopped after `shutdown` fired.
+pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
+    crate::tls::install_default_provider();
+    let rules = Arc::new(load_rules(&cfg)?);
+    let metrics = Metrics::new();
+    let mut tasks = Vec::new();
+    let opts = |name| ServeOptions {
+        name,
+        header_read_timeout: cfg.header_read_timeout,
+        shutdown_timeout: cfg.shutdown_timeout,
+    };
+
+    let api_upstream = match cfg.client_proxy {
+        Some(_) => Some(Arc::new(Upstream::kube(&cfg.upstream).await.map_err(start_err)?)),
+        None => None,
+    };
+    let readiness = Readiness::new(cfg.readyz_stale_after);
+
+    // Bind everything before serving anything, so a busy port fails start-up as a whole.
+    let api_listener = match cfg.client_proxy {
+        Some(addr) => Some(
+            server::bind(addr, "CLIENT_PROXY_ADDRESS/PORT")
+                .await
+                .map_err(start_err)?,
+        ),
+        None => None,
+    };
+    let webhook = match &cfg.webhook {
+        Some(w) => {
+            let up = Arc::new(webhook::upstream(w).map_err(|e| StartError(format!("WEBHOOK_ADDRESS: {e}")))?);
+            let acc = webhook::acceptor(w, shutdown.watch())
+                .map_err(|e| StartError(format!("webhook certificate: {e}")))?;
+            let l = server::bind(w.listen, "WEBHOOK_LISTEN_ADDRESS/PORT")
+                .await
+                .map_err(start_err)?;
+            Some((up, acc.map(|(a, _)| a), l))
+        }
+        None => None,
+    };
+    let monitoring = match cfg.monitoring {
+        Some(addr) => Some(
+            server::bind(addr, "MONITORING_BIND_ADDRESS")
+                .await
+                .map_err(start_err)?,
+        ),
+        None => None,
+    };
+
+    if let (Some(up), Some(l)) = (&api_upstream, api_listener) {
+        readiness.spawn_poller(Arc::clone(up), cfg.readyz_poll_interval, shutdown.watch());
+        let proxy = Arc::new(Proxy {
+            name: "kube-api",
+            mode: ProxyMode::Api,
+            rules: Arc::clone(&rules),
+            upstream: Arc::clone(up),
+            metrics: Arc::clone(&metrics),
+            max_request_body: cfg.max_request_body,
+            upstream_timeout: cfg.upstream_response_timeout,
+            shutdown: shutdown.watch(),
+        });
+        tracing::info!(address = %l.local_addr().map_err(start_err)?, "API proxy listening");
+        let h = move |req| Arc::clone(&proxy).handle(req);
+        tasks.push(tokio::spawn(server::serve(
+            l,
+            None,
+            h,
+            opts("kube-api"),
+            shutdown.watch(),
+        )));
+    }
+    if let Some((up, acc, l)) = webhook {
+        let proxy = Arc::new(Proxy {
+            name: "webhook",
+            mode: ProxyMode::Webhook,
+            rules: Arc::clone(&rules),
+            upstream: up,
+            metrics: Arc::clone(&metrics),
+            max_request_body: cfg.max_request_body,
+            upstream_timeout: cfg.upstream_response_timeout,
+            shutdown: shutdown.watch(),
+        });
+        tracing::info!(address = %l.local_addr().map_err(start_err)?, tls = acc.is_some(), "webhook proxy listening");
+        let h = move |req| Arc::clone(&proxy).handle(req);
+        tasks.push(tokio::spawn(server::serve(
+            l,
+            acc,
+            h,
+            opts("webhook"),
+            shutdown.watch(),
+        )));
+    }
+    if api_upstream.is_none() {
+        // Nothing to poll: readiness rests on the rules alone.
+        readiness.force_ready();
+    }
+    if let Some(l) = monitoring {
+        tracing::info!(address = %l.local_addr().map_err(start_err)?, "monitoring listening");
+        let m = Arc::clone(&metrics);
+        let r = Arc::clone(&readiness);
+        let h = move |req: http::Request<hyper::body::Incoming>| {
+            let resp = health::handle(&m, &r, &req);
+            async move { resp }
+        };
+        let mut o = opts("monitoring");
+        o.shutdown_timeout = std::time::Duration::from_secs(1);
+        tasks.push(tokio::spawn(server::serve(l, None, h, o, shutdown.watch())));
+    }
+    if tasks.is_empty() {
+        return Err(StartError(
+            "nothing to serve: CLIENT_PROXY=no and no WEBHOOK_ADDRESS".into(),
+        ));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! Response and request bodies: one boxed type, a channel-fed streaming body and wrappers that
+//! count bytes or end a pass-through watch at shutdown.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::mpsc;
+
+use crate::shutdown::Watch;
+
+/// A boxed error that crosses task and crate boundaries.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body type of every response the proxy produces.
+pub type Body = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A whole body.
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).map_err(|never| match never {}).boxed_unsync()
+}
+
+/// An empty body.
+pub fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+/// Boxes any body.
+pub fn boxed<B>(b: B) -> Body
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    b.map_err(Into::into).boxed_unsync()
+}
+
+/// The error a streamed body ends with when it cannot be completed: the connection (HTTP/1) or
+/// stream (HTTP/2) is then reset, so the client never takes a cut body as complete.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Aborted(pub String);
+
+/// The sending half of a [`ChannelBody`].
+pub type Sender = mpsc::Sender<Result<Bytes, BoxError>>;
+
+/// A body fed by a task through a bounded channel (backpressure: the task waits while the
+/// client reads slowly). The body ends cleanly when the sender is dropped; an `Err` sent through
+/// the channel aborts it.
+#[derive(Debug)]
+pub struct ChannelBody {
+    rx: mpsc::Receiver<Result<Bytes, BoxError>>,
+}
+
+/// A streaming body and its sender; `depth` chunks may wait in between.
+pub fn channel(depth: usize) -> (Sender, ChannelBody) {
+    let (tx, rx) = mpsc::channel(depth.max(1));
+    (tx, ChannelBody { rx })
+}
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match ready!(self.rx.poll_recv(cx)) {
+            Some(Ok(b)) => Poll::Ready(Some(Ok(Frame::data(b)))),
+            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+/// Counts the data bytes that pass through a body.
+#[derive(Debug)]
+pub struct Counted<B> {
+    inner: B,
+    counter: Counter,
+}
+
+impl<B> Counted<B> {
+    /// Wraps `inner`; every data frame adds its length to `counter`.
+    pub fn new(inner: B, counter: Counter) -> Self {
+        Self { inner, counter }
+    }
+}
+
+impl<B> http_body::Body for Counted<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let f = ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(Ok(frame)) = &f
+            && let Some(d) = frame.data_ref()
+        {
+            self.counter.inc_by(d.len() as u64);
+        }
+        Poll::Ready(f)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A pass-through watch body that ends cleanly at shutdown, at the first point where the bytes
+/// sent so far end with a newline (JSON watch events are newline-terminated). Other watch
+/// streams (protobuf) have no such point and are cut by the shutdown deadline instead.
+pub struct EndOnShutdown<B> {
+    inner: B,
+    stop: Pin<Box<dyn Future<Output = ()> + Send>>,
+    stopping: bool,
+    newline_framed: bool,
+    at_boundary: bool,
+}
+
+impl<B> EndOnShutdown<B> {
+    /// Wraps a watch body.
+    pub fn new(inner: B, watch: Watch, newline_framed: bool) -> Self {
+        Self {
+            inner,
+            stop: Box::pin(watch.cancelled()),
+            stopping: false,
+            newline_framed,
+            at_boundary: true,
+        }
+    }
+}
+
+impl<B> std::fmt::Debug for EndOnShutdown<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndOnShutdown")
+            .field("stopping", &self.stopping)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> http_body::Body for EndOnShutdown<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = &mut *self;
+        if !this.stopping && this.newline_framed && this.stop.as_mut().poll(cx).is_ready() {
+            this.stopping = true;
+        }
+        if this.stopping && this.at_boundary {
+            return Poll::Ready(None);
+        }
+        let f = ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        if let Some(Ok(frame)) = &f
+            && let Some(d) = frame.data_ref()
+            && let Some(&last) = d.last()
+        {
+            this.at_boundary = last == b'\n';
+        }
+        Poll::Ready(f)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        (self.stopping && self.at_boundary) || self.inner.is_end_stream()
+    }
+}

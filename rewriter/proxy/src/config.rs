@@ -1,0 +1,488 @@
+//! Settings: the Go sidecar's environment variables and defaults, also accepted as flags
+//! (`kube-api-rewriter proxy --help`).
+//!
+//! [`ProxyArgs`] is what clap reads; [`ProxyArgs::resolve`] checks it into a [`Config`] or one
+//! [`ConfigError`] line naming the setting.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use http::Uri;
+
+/// The proxy's settings as given (environment or flags).
+#[derive(Debug, Clone, Args)]
+pub struct ProxyArgs {
+    /// `no` disables the API client proxy.
+    #[arg(long, env = "CLIENT_PROXY", default_value = "yes")]
+    pub client_proxy: String,
+    /// Listen address of the API client proxy (plain HTTP).
+    #[arg(long, env = "CLIENT_PROXY_ADDRESS", default_value = "127.0.0.1")]
+    pub client_proxy_address: String,
+    /// Listen port of the API client proxy.
+    #[arg(long, env = "CLIENT_PROXY_PORT", default_value = "23915")]
+    pub client_proxy_port: String,
+    /// kubeconfig of kube-apiserver; unset: in-cluster service account, then `~/.kube/config`.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<String>,
+    /// Target webhook server URL (e.g. `https://127.0.0.1:9443`); unset: no webhook proxy.
+    #[arg(long, env = "WEBHOOK_ADDRESS")]
+    pub webhook_address: Option<String>,
+    /// TLS server name for the webhook target (default: the target's host).
+    #[arg(long, env = "WEBHOOK_SERVER_NAME")]
+    pub webhook_server_name: Option<String>,
+    /// CA bundle that turns on verification of the webhook target (default: not verified, as Go).
+    #[arg(long, env = "WEBHOOK_CA_FILE")]
+    pub webhook_ca_file: Option<PathBuf>,
+    /// Certificate of the webhook listener (PEM; reloaded when it changes).
+    #[arg(long, env = "WEBHOOK_CERT_FILE")]
+    pub webhook_cert_file: Option<PathBuf>,
+    /// Private key of the webhook listener (PEM; reloaded when it changes).
+    #[arg(long, env = "WEBHOOK_KEY_FILE")]
+    pub webhook_key_file: Option<PathBuf>,
+    /// Listen address of the webhook proxy (default 0.0.0.0).
+    #[arg(long, env = "WEBHOOK_LISTEN_ADDRESS")]
+    pub webhook_listen_address: Option<String>,
+    /// Listen port of the webhook proxy (default 24192).
+    #[arg(long, env = "WEBHOOK_LISTEN_PORT")]
+    pub webhook_listen_port: Option<String>,
+    /// Older name of `WEBHOOK_LISTEN_ADDRESS`.
+    #[arg(long, env = "WEBHOOK_PROXY_ADDRESS", hide_short_help = true)]
+    pub webhook_proxy_address: Option<String>,
+    /// Older name of `WEBHOOK_LISTEN_PORT`.
+    #[arg(long, env = "WEBHOOK_PROXY_PORT", hide_short_help = true)]
+    pub webhook_proxy_port: Option<String>,
+    /// Metrics and health listener (`host:port`, `:port` for all addresses; empty disables).
+    #[arg(long, env = "MONITORING_BIND_ADDRESS", default_value = ":9090")]
+    pub monitoring_bind_address: String,
+    /// Rule file (YAML or JSON); unset: the built-in KubeVirt rules.
+    #[arg(long, env = "RULES_PATH")]
+    pub rules_path: Option<PathBuf>,
+    /// error, warn, info or debug.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// json, text or pretty.
+    #[arg(long, env = "LOG_FORMAT", default_value = "json")]
+    pub log_format: String,
+    /// stdout, stderr or discard.
+    #[arg(long, env = "LOG_OUTPUT", default_value = "stdout")]
+    pub log_output: String,
+    /// Largest request body accepted, in bytes (larger: 413).
+    #[arg(long, env = "MAX_REQUEST_BODY_BYTES", default_value = "3145728")]
+    pub max_request_body_bytes: String,
+    /// Time a client has to send the request headers (e.g. `30s`).
+    #[arg(long, env = "HEADER_READ_TIMEOUT", default_value = "30s")]
+    pub header_read_timeout: String,
+    /// Time upstream has to send response headers (e.g. `90s`).
+    #[arg(long, env = "UPSTREAM_RESPONSE_TIMEOUT", default_value = "90s")]
+    pub upstream_response_timeout: String,
+    /// Time in-flight requests get to finish after SIGTERM (e.g. `20s`).
+    #[arg(long, env = "SHUTDOWN_TIMEOUT", default_value = "20s")]
+    pub shutdown_timeout: String,
+    /// How often upstream `/readyz` is polled.
+    #[arg(long, env = "READYZ_POLL_INTERVAL", default_value = "1s")]
+    pub readyz_poll_interval: String,
+    /// Not ready when upstream `/readyz` has not answered `ok` for this long.
+    #[arg(long, env = "READYZ_STALE_AFTER", default_value = "4s")]
+    pub readyz_stale_after: String,
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{name}={value:?}: {why}")]
+pub struct ConfigError {
+    /// Environment variable name.
+    pub name: &'static str,
+    /// The value given.
+    pub value: String,
+    /// What is wrong.
+    pub why: String,
+}
+
+fn bad(name: &'static str, value: &str, why: impl Into<String>) -> ConfigError {
+    ConfigError {
+        name,
+        value: value.to_owned(),
+        why: why.into(),
+    }
+}
+
+/// Log settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Most verbose level.
+    pub level: tracing::Level,
+    /// Line format.
+    pub format: LogFormat,
+    /// Destination.
+    pub output: LogOutput,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Plain text.
+    Text,
+    /// Multi-line, for people.
+    Pretty,
+}
+
+/// Log destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOutput {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+    /// Nowhere.
+    Discard,
+}
+
+/// Where kube-apiserver and its credentials come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamSource {
+    /// These kubeconfig files (merged, as `KUBECONFIG`).
+    Kubeconfig(Vec<PathBuf>),
+    /// In-cluster service account if available, else `~/.kube/config`.
+    Infer,
+}
+
+/// The webhook proxy.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// Target webhook server.
+    pub target: Uri,
+    /// TLS server name for the target.
+    pub server_name: Option<String>,
+    /// CA bundle to verify the target with.
+    pub ca_file: Option<PathBuf>,
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Listener certificate and key; `None` serves plain HTTP (as Go does).
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+/// Checked settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// API client proxy listen address, `None` when disabled.
+    pub client_proxy: Option<SocketAddr>,
+    /// kube-apiserver.
+    pub upstream: UpstreamSource,
+    /// The webhook proxy, when enabled.
+    pub webhook: Option<WebhookConfig>,
+    /// Monitoring listen address, `None` when disabled.
+    pub monitoring: Option<SocketAddr>,
+    /// Rule file; `None` for the built-in rules.
+    pub rules_path: Option<PathBuf>,
+    /// Logging.
+    pub log: LogConfig,
+    /// Request body limit in bytes.
+    pub max_request_body: usize,
+    /// Header read timeout.
+    pub header_read_timeout: Duration,
+    /// Upstream response header timeout.
+    pub upstream_response_timeout: Duration,
+    /// Shutdown deadline.
+    pub shutdown_timeout: Duration,
+    /// Readiness poll interval.
+    pub readyz_poll_interval: Duration,
+    /// Readiness staleness limit.
+    pub readyz_stale_after: Duration,
+}
+
+impl ProxyArgs {
+    /// Checks every setting; the first bad one is the error.
+    pub fn resolve(&self) -> Result<Config, ConfigError> {
+        let client_proxy = match self.client_proxy.trim() {
+            "no" => None,
+            _ => Some(SocketAddr::new(
+                ip("CLIENT_PROXY_ADDRESS", &self.client_proxy_address)?,
+                port("CLIENT_PROXY_PORT", &self.client_proxy_port)?,
+            )),
+        };
+        let upstream = match self.kubeconfig.as_deref().map(str::trim) {
+            Some(list) if !list.is_empty() => UpstreamSource::Kubeconfig(
+                list.split(':')
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from)
+                    .collect(),
+            ),
+            _ => UpstreamSource::Infer,
+        };
+        let webhook = match self.webhook_address.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(addr) => {
+                let target: Uri = addr
+                    .parse()
+                    .map_err(|e| bad("WEBHOOK_ADDRESS", addr, format!("not a URL: {e}")))?;
+                if !matches!(target.scheme_str(), Some("https" | "http")) || target.host().is_none() {
+                    return Err(bad("WEBHOOK_ADDRESS", addr, "expected https://HOST:PORT"));
+                }
+                let listen_address = self
+                    .webhook_listen_address
+                    .as_deref()
+                    .or(self.webhook_proxy_address.as_deref());
+                let listen_port = self
+                    .webhook_listen_port
+                    .as_deref()
+                    .or(self.webhook_proxy_port.as_deref());
+                let listen = SocketAddr::new(
+                    match listen_address {
+                        Some(a) => ip("WEBHOOK_LISTEN_ADDRESS", a)?,
+                        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                    },
+                    match listen_port {
+                        Some(p) => port("WEBHOOK_LISTEN_PORT", p)?,
+                        None => 24192,
+                    },
+                );
+                let tls = match (&self.webhook_cert_file, &self.webhook_key_file) {
+                    (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+                    (None, None) => None,
+                    (Some(c), None) => {
+                        return Err(bad(
+                            "WEBHOOK_KEY_FILE",
+                            "",
+                            format!("required with WEBHOOK_CERT_FILE={}", c.display()),
+                        ));
+                    }
+                    (None, Some(k)) => {
+                        return Err(bad(
+                            "WEBHOOK_CERT_FILE",
+                            "",
+                            format!("required with WEBHOOK_KEY_FILE={}", k.display()),
+                        ));
+                    }
+                };
+                Some(WebhookConfig {
+                    target,
+                    server_name: self.webhook_server_name.clone().filter(|s| !s.is_empty()),
+                    ca_file: self.webhook_ca_file.clone(),
+                    listen,
+                    tls,
+                })
+            }
+        };
+        let monitoring = match self.monitoring_bind_address.trim() {
+            "" => None,
+            a => Some(bind_address("MONITORING_BIND_ADDRESS", a)?),
+        };
+        let level = match self.log_level.trim().to_ascii_lowercase().as_str() {
+            "error" => tracing::Level::ERROR,
+            "warn" | "warning" => tracing::Level::WARN,
+            "info" | "" => tracing::Level::INFO,
+            "debug" => tracing::Level::DEBUG,
+            "trace" => tracing::Level::TRACE,
+            _ => {
+                return Err(bad(
+                    "LOG_LEVEL",
+                    &self.log_level,
+                    "expected error, warn, info or debug",
+                ));
+            }
+        };
+        let format = match self.log_format.trim().to_ascii_lowercase().as_str() {
+            "json" | "" => LogFormat::Json,
+            "text" => LogFormat::Text,
+            "pretty" => LogFormat::Pretty,
+            _ => {
+                return Err(bad(
+                    "LOG_FORMAT",
+                    &self.log_format,
+                    "expected json, text or pretty",
+                ));
+            }
+        };
+        let output = match self.log_output.trim().to_ascii_lowercase().as_str() {
+            "stdout" | "" => LogOutput::Stdout,
+            "stderr" => LogOutput::Stderr,
+            "discard" => LogOutput::Discard,
+            _ => {
+                return Err(bad(
+                    "LOG_OUTPUT",
+                    &self.log_output,
+                    "expected stdout, stderr or discard",
+                ));
+            }
+        };
+        let max_request_body = self
+            .max_request_body_bytes
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                bad(
+                    "MAX_REQUEST_BODY_BYTES",
+                    &self.max_request_body_bytes,
+                    "expected a positive number of bytes",
+                )
+            })?;
+        Ok(Config {
+            client_proxy,
+            upstream,
+            webhook,
+            monitoring,
+            rules_path: self.rules_path.clone().filter(|p| !p.as_os_str().is_empty()),
+            log: LogConfig {
+                level,
+                format,
+                output,
+            },
+            max_request_body,
+            header_read_timeout: duration("HEADER_READ_TIMEOUT", &self.header_read_timeout)?,
+            upstream_response_timeout: duration(
+                "UPSTREAM_RESPONSE_TIMEOUT",
+                &self.upstream_response_timeout,
+            )?,
+            shutdown_timeout: duration("SHUTDOWN_TIMEOUT", &self.shutdown_timeout)?,
+            readyz_poll_interval: duration("READYZ_POLL_INTERVAL", &self.readyz_poll_interval)?,
+            readyz_stale_after: duration("READYZ_STALE_AFTER", &self.readyz_stale_after)?,
+        })
+    }
+}
+
+fn ip(name: &'static str, v: &str) -> Result<IpAddr, ConfigError> {
+    let t = v.trim().trim_start_matches('[').trim_end_matches(']');
+    match t {
+        "" => Ok(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        "localhost" => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        _ => t.parse().map_err(|_| bad(name, v, "expected an IP address")),
+    }
+}
+
+fn port(name: &'static str, v: &str) -> Result<u16, ConfigError> {
+    v.trim()
+        .parse()
+        .map_err(|_| bad(name, v, "expected a port number (0-65535)"))
+}
+
+/// Go's `host:port` listen address; an empty host means all addresses.
+fn bind_address(name: &'static str, v: &str) -> Result<SocketAddr, ConfigError> {
+    let (host, p) = v
+        .rsplit_once(':')
+        .ok_or_else(|| bad(name, v, "expected HOST:PORT or :PORT"))?;
+    Ok(SocketAddr::new(
+        ip(name, host)?,
+        port(name, p).map_err(|_| bad(name, v, "expected HOST:PORT or :PORT"))?,
+    ))
+}
+
+/// `300ms`, `30s`, `2m`, `1h`, or bare seconds.
+pub fn parse_duration(v: &str) -> Option<Duration> {
+    let t = v.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    Duration::try_from_secs_f64(secs).ok()
+}
+
+fn duration(name: &'static str, v: &str) -> Result<Duration, ConfigError> {
+    parse_duration(v).ok_or_else(|| bad(name, v, "expected a duration such as 500ms, 30s or 2m"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: ProxyArgs,
+    }
+
+    fn args(extra: &[&str]) -> ProxyArgs {
+        let mut v = vec!["t"];
+        v.extend_from_slice(extra);
+        T::try_parse_from(v).expect("parses").a
+    }
+
+    #[test]
+    fn go_defaults() {
+        // Flags only: the test environment must not leak in, so compare the defaults clap
+        // applies when nothing is set (CI sets none of these variables).
+        let c = args(&["--monitoring-bind-address", ":9090"])
+            .resolve()
+            .expect("valid");
+        assert_eq!(c.client_proxy, Some("127.0.0.1:23915".parse().expect("addr")));
+        assert_eq!(c.monitoring, Some("0.0.0.0:9090".parse().expect("addr")));
+        assert_eq!(c.max_request_body, 3 << 20);
+        assert!(c.webhook.is_none());
+    }
+
+    #[test]
+    fn webhook_names_old_and_new() {
+        let c = args(&[
+            "--webhook-address",
+            "https://127.0.0.1:9443",
+            "--webhook-proxy-port",
+            "1234",
+        ])
+        .resolve()
+        .expect("valid");
+        let w = c.webhook.expect("webhook");
+        assert_eq!(w.listen, "0.0.0.0:1234".parse().expect("addr"));
+        let c = args(&[
+            "--webhook-address",
+            "https://127.0.0.1:9443",
+            "--webhook-proxy-port",
+            "1234",
+            "--webhook-listen-port",
+            "4321",
+            "--webhook-listen-address",
+            "127.0.0.1",
+        ])
+        .resolve()
+        .expect("valid");
+        assert_eq!(
+            c.webhook.expect("webhook").listen,
+            "127.0.0.1:4321".parse().expect("addr")
+        );
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable() {
+        let e = args(&["--client-proxy-port", "http"])
+            .resolve()
+            .expect_err("bad port");
+        assert_eq!(
+            e.to_string(),
+            r#"CLIENT_PROXY_PORT="http": expected a port number (0-65535)"#
+        );
+        let e = args(&["--webhook-address", "https://x:1", "--webhook-cert-file", "/c"])
+            .resolve()
+            .expect_err("no key");
+        assert!(e.to_string().starts_with("WEBHOOK_KEY_FILE"), "{e}");
+        let e = args(&["--log-format", "xml"]).resolve().expect_err("format");
+        assert!(e.to_string().starts_with("LOG_FORMAT"), "{e}");
+        assert!(
+            args(&["--client-proxy", "no"])
+                .resolve()
+                .expect("valid")
+                .client_proxy
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
+        assert_eq!(parse_duration("x"), None);
+    }
+}

@@ -1,0 +1,559 @@
+//! Response rewriting shared by the proxies and the tower layer.
+//!
+//! * `Pass`: the body streams through untouched (a watch ends at an event boundary at shutdown).
+//! * `Object`: the body is read whole (bounded), rewritten, and sent with a new length; an
+//!   excluded object becomes a 404 `Status`; a body that is not valid JSON is passed untouched.
+//! * `List` / `Watch`: the body streams through the core's push rewriters. Output leaves as soon
+//!   as an item or event is complete; watch events are sent one by one. A failure mid-body (bad
+//!   JSON, upstream cut) aborts the response instead of ending it, so a client never takes a cut
+//!   body as complete. A client that goes away cancels the upstream request at once.
+//!
+//! gzip from upstream is decoded for rewriting and encoded again when the client accepts it.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use flate2::Compression;
+use flate2::write::{GzEncoder, MultiGzDecoder};
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
+use kube_api_rewriter::Rules;
+use kube_api_rewriter::exchange::{BodyMode, ResponseBody, Route, is_json};
+use kube_api_rewriter::stream::{ListRewriter, WatchRewriter, sniff_list};
+use prometheus_client::metrics::counter::Counter;
+
+use crate::body::{self, Aborted, Body, BoxError, Counted, EndOnShutdown};
+use crate::http_util::{status, strip_hop_by_hop};
+use crate::metrics::{InvalidJsonLabels, Metrics, RewriteDurationLabels, RewriteLabels};
+use crate::shutdown::Watch;
+
+/// Largest response read whole (single objects, errors, discovery documents).
+const MAX_OBJECT: usize = 256 << 20;
+/// Largest LIST head read before deciding whether the body is a list.
+const MAX_SNIFF: usize = 4 << 20;
+/// Chunks that may wait between the rewriting task and the client.
+const CHANNEL_DEPTH: usize = 4;
+/// LIST output is sent once this much is ready (watch events go one by one).
+const LIST_CHUNK: usize = 64 << 10;
+
+/// What the response path needs to know about a request.
+#[derive(Clone)]
+pub(crate) struct Ctx {
+    pub rules: Arc<Rules>,
+    pub route: Arc<Route>,
+    /// The client accepts gzip.
+    pub client_gzip: bool,
+    pub shutdown: Watch,
+    pub metrics: Option<Arc<Metrics>>,
+    /// `kube-api`, `webhook` or `layer`.
+    pub name: &'static str,
+}
+
+impl Ctx {
+    fn watch_label(&self) -> &'static str {
+        if self.route.watch { "1" } else { "0" }
+    }
+
+    fn request_labels(&self, decision: &'static str) -> crate::metrics::RequestLabels {
+        crate::metrics::RequestLabels {
+            name: self.name,
+            resource: self.route.resource.clone(),
+            method: self.route.method.clone(),
+            watch: self.watch_label(),
+            decision,
+        }
+    }
+
+    fn counter(
+        &self,
+        f: impl Fn(
+            &Metrics,
+        ) -> &prometheus_client::metrics::family::Family<crate::metrics::RequestLabels, Counter>,
+        decision: &'static str,
+    ) -> Counter {
+        match &self.metrics {
+            Some(m) => f(m).get_or_create(&self.request_labels(decision)).clone(),
+            None => Counter::default(),
+        }
+    }
+
+    fn operation(&self) -> &'static str {
+        match self.route.response_direction() {
+            kube_api_rewriter::Direction::Rename => "rename",
+            kube_api_rewriter::Direction::Restore => "restore",
+        }
+    }
+
+    /// Records one response-body rewrite.
+    fn rewrote(&self, ok: bool, took: Duration) {
+        let Some(m) = &self.metrics else { return };
+        m.rewrites
+            .get_or_create(&RewriteLabels {
+                name: self.name,
+                resource: self.route.resource.clone(),
+                method: self.route.method.clone(),
+                watch: self.watch_label(),
+                side: "target",
+                operation: self.operation(),
+                error: if ok { "0" } else { "1" },
+            })
+            .inc();
+        m.rewrite_duration
+            .get_or_create(&RewriteDurationLabels {
+                name: self.name,
+                resource: self.route.resource.clone(),
+                method: self.route.method.clone(),
+                watch: self.watch_label(),
+                side: "target",
+                operation: self.operation(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    fn invalid_json(&self, status: u16) {
+        if let Some(m) = &self.metrics {
+            m.target_response_invalid_json
+                .get_or_create(&InvalidJsonLabels {
+                    name: self.name,
+                    resource: self.route.resource.clone(),
+                    method: self.route.method.clone(),
+                    watch: self.watch_label(),
+                    status: status.to_string(),
+                })
+                .inc();
+        }
+    }
+}
+
+/// The decision label of a response: `rewrite` or `pass`.
+pub(crate) fn decision(route: &Route, resp_status: u16, content_type: Option<&str>) -> &'static str {
+    if route.response_mode(resp_status, content_type) == BodyMode::Pass {
+        "pass"
+    } else {
+        "rewrite"
+    }
+}
+
+/// Rewrites an upstream response for the client.
+pub(crate) async fn rewrite<B>(ctx: Ctx, resp: Response<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let (mut parts, body) = resp.into_parts();
+    let status_code = parts.status.as_u16();
+    let ct = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut mode = ctx.route.response_mode(status_code, ct.as_deref());
+    let gz = match parts
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+    {
+        None | Some("") | Some("identity") => false,
+        Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => true,
+        Some(_) => {
+            // deflate, br, ...: not decoded, so not rewritten.
+            mode = BodyMode::Pass;
+            false
+        }
+    };
+    strip_hop_by_hop(&mut parts.headers);
+    let decision = if mode == BodyMode::Pass { "pass" } else { "rewrite" };
+    let from_target = ctx.counter(|m| &m.from_target_bytes, decision);
+    let to_client = ctx.counter(|m| &m.to_client_bytes, decision);
+    let upstream = Counted::new(body::boxed(body), from_target);
+    match mode {
+        BodyMode::Pass => {
+            let b = if ctx.route.watch {
+                body::boxed(Counted::new(
+                    EndOnShutdown::new(upstream, ctx.shutdown.clone(), is_json(ct.as_deref())),
+                    to_client,
+                ))
+            } else {
+                body::boxed(Counted::new(upstream, to_client))
+            };
+            Response::from_parts(parts, b)
+        }
+        BodyMode::Object => match read_all(upstream, Vec::new()).await {
+            Ok(raw) => object(&ctx, parts, raw, gz, to_client),
+            Err(e) => upstream_read_error(&e),
+        },
+        BodyMode::List => list(ctx, parts, upstream, gz, to_client).await,
+        BodyMode::Watch => {
+            let dec = gz.then(Gunzip::new);
+            stream(ctx, parts, upstream, dec, Vec::new(), Kind::Watch, to_client)
+        }
+    }
+}
+
+fn upstream_read_error(e: &BoxError) -> Response<Body> {
+    status(
+        StatusCode::BAD_GATEWAY,
+        "InternalError",
+        &format!("reading the response from upstream: {e}"),
+    )
+}
+
+async fn read_all(mut b: Counted<Body>, mut acc: Vec<u8>) -> Result<Vec<u8>, BoxError> {
+    while let Some(f) = b.frame().await {
+        if let Ok(d) = f?.into_data() {
+            if acc.len() + d.len() > MAX_OBJECT {
+                return Err(Box::new(Aborted(format!(
+                    "response larger than {MAX_OBJECT} bytes"
+                ))));
+            }
+            acc.extend_from_slice(&d);
+        }
+    }
+    Ok(acc)
+}
+
+/// Rewrites a whole body. `raw` is the body as received (gzip when `gz`).
+fn object(
+    ctx: &Ctx,
+    mut parts: http::response::Parts,
+    raw: Vec<u8>,
+    gz: bool,
+    to_client: Counter,
+) -> Response<Body> {
+    let pass = |mut parts: http::response::Parts, raw: Vec<u8>| {
+        parts
+            .headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(raw.len()));
+        to_client.inc_by(raw.len() as u64);
+        Response::from_parts(parts, body::full(raw))
+    };
+    let (plain, compressed) = if gz {
+        let mut g = Gunzip::new();
+        let mut out = Vec::new();
+        if g.push(&raw, &mut out).and_then(|()| g.finish(&mut out)).is_err() {
+            ctx.invalid_json(parts.status.as_u16());
+            return pass(parts, raw);
+        }
+        (out, Some(raw))
+    } else {
+        (raw, None)
+    };
+    let t0 = Instant::now();
+    let res = ctx.route.response_body(&ctx.rules, &plain);
+    let took = t0.elapsed();
+    let (out, not_found) = match res {
+        Ok(ResponseBody::Body(b)) => (b.into_owned(), false),
+        Ok(ResponseBody::NotFound(s)) => (s, true),
+        Err(e) => {
+            ctx.rewrote(false, took);
+            ctx.invalid_json(parts.status.as_u16());
+            tracing::debug!(path = %ctx.route.path, error = %e, "response body not rewritable; passed untouched");
+            // Send what upstream sent, as it sent it.
+            return pass(parts, compressed.unwrap_or(plain));
+        }
+    };
+    ctx.rewrote(true, took);
+    if not_found {
+        parts.status = StatusCode::NOT_FOUND;
+        parts
+            .headers
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    let out = if gz && ctx.client_gzip && !not_found {
+        parts
+            .headers
+            .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        gzip(&out)
+    } else {
+        parts.headers.remove(header::CONTENT_ENCODING);
+        out
+    };
+    pass(parts, out)
+}
+
+fn gzip(b: &[u8]) -> Vec<u8> {
+    let mut e = GzEncoder::new(Vec::with_capacity(b.len() / 4 + 64), Compression::fast());
+    // Writing to a Vec cannot fail.
+    let _ = e.write_all(b);
+    e.finish().unwrap_or_default()
+}
+
+/// Reads the head of a LIST response until it shows whether it is a list, then streams it, or
+/// (a Table, a Status, anything else) rewrites it whole.
+async fn list(
+    ctx: Ctx,
+    parts: http::response::Parts,
+    mut upstream: Counted<Body>,
+    gz: bool,
+    to_client: Counter,
+) -> Response<Body> {
+    let mut raw = Vec::new();
+    let mut plain = Vec::new();
+    let mut dec = gz.then(Gunzip::new);
+    loop {
+        let frame = match upstream.frame().await {
+            None => break,
+            Some(Err(e)) => return upstream_read_error(&e),
+            Some(Ok(f)) => f,
+        };
+        let Ok(d) = frame.into_data() else { continue };
+        raw.extend_from_slice(&d);
+        match &mut dec {
+            Some(g) => {
+                if g.push(&d, &mut plain).is_err() {
+                    break;
+                }
+            }
+            None => plain.extend_from_slice(&d),
+        }
+        if plain.is_empty() {
+            continue;
+        }
+        match sniff_list(&plain) {
+            Some(true) => return stream(ctx, parts, upstream, dec, plain, Kind::List, to_client),
+            Some(false) => break,
+            None if plain.len() > MAX_SNIFF => break,
+            None => {}
+        }
+    }
+    match read_all(upstream, raw).await {
+        Ok(raw) => object(&ctx, parts, raw, gz, to_client),
+        Err(e) => upstream_read_error(&e),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    List,
+    Watch,
+}
+
+enum Rewriter<'r> {
+    List(ListRewriter<'r>),
+    Watch(WatchRewriter<'r>),
+}
+
+impl Rewriter<'_> {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> kube_api_rewriter::Result<()> {
+        match self {
+            Rewriter::List(r) => r.feed(chunk, out),
+            Rewriter::Watch(r) => r.feed(chunk, out),
+        }
+    }
+
+    fn finish(self, out: &mut Vec<u8>) -> kube_api_rewriter::Result<()> {
+        match self {
+            Rewriter::List(r) => r.finish(out),
+            Rewriter::Watch(r) => r.finish(out),
+        }
+    }
+}
+
+/// Streams `upstream` through a rewriter in a task; `initial` is decoded input already read.
+fn stream(
+    ctx: Ctx,
+    mut parts: http::response::Parts,
+    upstream: Counted<Body>,
+    dec: Option<Gunzip>,
+    initial: Vec<u8>,
+    kind: Kind,
+    to_client: Counter,
+) -> Response<Body> {
+    let encode = dec.is_some() && ctx.client_gzip;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    if encode {
+        parts
+            .headers
+            .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    } else {
+        parts.headers.remove(header::CONTENT_ENCODING);
+    }
+    let (tx, rx) = body::channel(CHANNEL_DEPTH);
+    tokio::spawn(pump(ctx, upstream, dec, initial, kind, encode, tx));
+    Response::from_parts(parts, body::boxed(Counted::new(rx, to_client)))
+}
+
+/// Output side of a stream: optional gzip, then the channel.
+struct Out {
+    tx: body::Sender,
+    enc: Option<GzEncoder<Vec<u8>>>,
+}
+
+impl Out {
+    /// Sends `data` (flushed through gzip when `flush`); false when the client is gone.
+    async fn send(&mut self, data: &mut Vec<u8>, flush: bool) -> bool {
+        let bytes = match &mut self.enc {
+            Some(e) => {
+                if e.write_all(data).is_err() || (flush && e.flush().is_err()) {
+                    return false;
+                }
+                data.clear();
+                std::mem::take(e.get_mut())
+            }
+            None => std::mem::take(data),
+        };
+        if bytes.is_empty() {
+            return true;
+        }
+        self.tx.send(Ok(Bytes::from(bytes))).await.is_ok()
+    }
+
+    /// Ends the body cleanly.
+    async fn close(mut self) {
+        if let Some(e) = self.enc.take()
+            && let Ok(tail) = e.finish()
+            && !tail.is_empty()
+        {
+            let _ = self.tx.send(Ok(Bytes::from(tail))).await;
+        }
+    }
+
+    /// Ends the body with an error: the client sees a reset, not an end.
+    async fn abort(self, why: String) {
+        tracing::warn!(error = %why, "response stream aborted");
+        let _ = self.tx.send(Err(Box::new(Aborted(why)))).await;
+    }
+}
+
+async fn pump(
+    ctx: Ctx,
+    mut upstream: Counted<Body>,
+    mut dec: Option<Gunzip>,
+    initial: Vec<u8>,
+    kind: Kind,
+    encode: bool,
+    tx: body::Sender,
+) {
+    let rules = Arc::clone(&ctx.rules);
+    let mut rw = match kind {
+        Kind::List => Rewriter::List(ctx.route.list_rewriter(&rules)),
+        Kind::Watch => Rewriter::Watch(ctx.route.watch_rewriter(&rules)),
+    };
+    let watch = kind == Kind::Watch;
+    let mut out = Out {
+        tx,
+        enc: encode.then(|| GzEncoder::new(Vec::new(), Compression::fast())),
+    };
+    let mut buf = Vec::with_capacity(if watch { 4096 } else { LIST_CHUNK * 2 });
+    let mut plain = Vec::new();
+    let mut cpu = Duration::ZERO;
+    let stop = ctx.shutdown.clone().cancelled();
+    tokio::pin!(stop);
+
+    let t0 = Instant::now();
+    let first = rw.feed(&initial, &mut buf);
+    cpu += t0.elapsed();
+    if let Err(e) = first {
+        ctx.rewrote(false, cpu);
+        return out.abort(format!("rewriting the response: {e}")).await;
+    }
+    drop(initial);
+    loop {
+        if !buf.is_empty() && (watch || buf.len() >= LIST_CHUNK) && !out.send(&mut buf, watch).await {
+            return; // The client went away: dropping `upstream` cancels the request.
+        }
+        let frame = tokio::select! {
+            biased;
+            _ = out.tx.closed() => return,
+            _ = &mut stop, if watch => {
+                // Shutdown: end the watch cleanly after the last whole event; the client re-watches.
+                ctx.rewrote(true, cpu);
+                if out.send(&mut buf, true).await {
+                    out.close().await;
+                }
+                return;
+            }
+            f = upstream.frame() => f,
+        };
+        let data = match frame {
+            None => {
+                let t0 = Instant::now();
+                let mut res = Ok(());
+                if let Some(g) = dec.take() {
+                    plain.clear();
+                    res = g.finish(&mut plain).map_err(|e| format!("decoding gzip: {e}"));
+                    if res.is_ok() {
+                        res = rw
+                            .feed(&plain, &mut buf)
+                            .map_err(|e| format!("rewriting the response: {e}"));
+                    }
+                }
+                if res.is_ok() {
+                    res = rw
+                        .finish(&mut buf)
+                        .map_err(|e| format!("rewriting the response: {e}"));
+                }
+                cpu += t0.elapsed();
+                ctx.rewrote(res.is_ok(), cpu);
+                match res {
+                    Ok(()) => {
+                        if out.send(&mut buf, true).await {
+                            out.close().await;
+                        }
+                    }
+                    Err(e) => out.abort(e).await,
+                }
+                return;
+            }
+            Some(Err(e)) => {
+                ctx.rewrote(false, cpu);
+                return out
+                    .abort(format!("reading the response from upstream: {e}"))
+                    .await;
+            }
+            Some(Ok(f)) => match f.into_data() {
+                Ok(d) => d,
+                Err(_) => continue,
+            },
+        };
+        let t0 = Instant::now();
+        let res = match &mut dec {
+            Some(g) => {
+                plain.clear();
+                match g.push(&data, &mut plain) {
+                    Ok(()) => rw
+                        .feed(&plain, &mut buf)
+                        .map_err(|e| format!("rewriting the response: {e}")),
+                    Err(e) => Err(format!("decoding gzip: {e}")),
+                }
+            }
+            None => rw
+                .feed(&data, &mut buf)
+                .map_err(|e| format!("rewriting the response: {e}")),
+        };
+        cpu += t0.elapsed();
+        if let Err(e) = res {
+            ctx.rewrote(false, cpu);
+            return out.abort(e).await;
+        }
+    }
+}
+
+/// Push-style gzip decoding.
+struct Gunzip {
+    dec: MultiGzDecoder<Vec<u8>>,
+}
+
+impl Gunzip {
+    fn new() -> Self {
+        Self {
+            dec: MultiGzDecoder::new(Vec::new()),
+        }
+    }
+
+    fn push(&mut self, data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+        self.dec.write_all(data)?;
+        out.append(self.dec.get_mut());
+        Ok(())
+    }
+
+    fn finish(self, out: &mut Vec<u8>) -> std::io::Result<()> {
+        let mut rest = self.dec.finish()?;
+        out.append(&mut rest);
+        Ok(())
+    }
+}

@@ -1,0 +1,419 @@
+//! The upstream the proxy forwards to: kube-apiserver (kubeconfig or in-cluster) or the webhook
+//! server.
+//!
+//! Ordinary requests share one pooled client that speaks HTTP/2 when the server offers it
+//! (ALPN). Upgrade requests (exec, attach, port-forward, proxy) take a client that offers only
+//! HTTP/1.1, since an HTTP/2 stream cannot carry an `Upgrade`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use base64::Engine as _;
+use http::header::{AUTHORIZATION, HeaderValue};
+use http::{HeaderMap, Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use secrecy::ExposeSecret;
+
+use crate::body::Body;
+use crate::config::UpstreamSource;
+use crate::tls::{self, NoVerify};
+
+/// Why the upstream cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// No usable kubeconfig or in-cluster configuration.
+    #[error("kube-apiserver configuration: {0}")]
+    Config(String),
+    /// Certificates or keys.
+    #[error("{0}")]
+    Tls(#[from] tls::TlsError),
+    /// rustls refused the configuration.
+    #[error("TLS: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// How the proxy authenticates itself (only when the client did not send `Authorization`).
+enum Auth {
+    None,
+    /// A fixed header value (bearer token or basic auth).
+    Fixed(HeaderValue),
+    /// A token file, re-read when it changes (rotated service-account tokens).
+    TokenFile(TokenFile),
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print credentials.
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::Fixed(_) => f.write_str("Fixed(..)"),
+            Auth::TokenFile(t) => write!(f, "TokenFile({})", t.path.display()),
+        }
+    }
+}
+
+struct TokenFile {
+    path: PathBuf,
+    state: Mutex<TokenState>,
+}
+
+struct TokenState {
+    value: Option<HeaderValue>,
+    checked: Instant,
+    stamp: Option<(SystemTime, u64)>,
+}
+
+/// How often a token file's modification time is looked at.
+const TOKEN_CHECK: Duration = Duration::from_secs(1);
+
+impl TokenFile {
+    fn new(path: PathBuf) -> Result<TokenFile, UpstreamError> {
+        let t = TokenFile {
+            path,
+            state: Mutex::new(TokenState {
+                value: None,
+                checked: Instant::now(),
+                stamp: None,
+            }),
+        };
+        let mut st = t.state.lock().unwrap_or_else(|p| p.into_inner());
+        t.refresh(&mut st)
+            .map_err(|e| UpstreamError::Config(format!("token file {}: {e}", t.path.display())))?;
+        drop(st);
+        Ok(t)
+    }
+
+    fn refresh(&self, st: &mut TokenState) -> std::io::Result<()> {
+        let meta = std::fs::metadata(&self.path)?;
+        let stamp = meta.modified().ok().map(|m| (m, meta.len()));
+        st.checked = Instant::now();
+        if st.value.is_some() && stamp.is_some() && stamp == st.stamp {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(&self.path)?;
+        st.value = bearer(text.trim());
+        st.stamp = stamp;
+        Ok(())
+    }
+
+    fn header(&self) -> Option<HeaderValue> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.checked.elapsed() >= TOKEN_CHECK
+            && let Err(e) = self.refresh(&mut st)
+        {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot re-read the token file; using the last token");
+        }
+        st.value.clone()
+    }
+}
+
+fn bearer(token: &str) -> Option<HeaderValue> {
+    if token.is_empty() {
+        return None;
+    }
+    let mut v = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+    v.set_sensitive(true);
+    Some(v)
+}
+
+type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
+
+/// A forwarding target.
+#[derive(Debug)]
+pub struct Upstream {
+    /// Scheme and authority, and a path prefix without the trailing slash.
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
+    prefix: String,
+    client: HttpsClient,
+    upgrade_client: HttpsClient,
+    auth: Auth,
+    impersonate: Vec<(http::HeaderName, HeaderValue)>,
+}
+
+/// TLS and name settings for building clients.
+struct TlsSettings {
+    roots: Option<Vec<CertificateDer<'static>>>,
+    insecure: bool,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    server_name: Option<String>,
+}
+
+impl Upstream {
+    /// kube-apiserver from the configured source.
+    pub async fn kube(source: &UpstreamSource) -> Result<Upstream, UpstreamError> {
+        let cfg = load_kube_config(source).await?;
+        Upstream::from_kube_config(cfg)
+    }
+
+    /// kube-apiserver from a loaded `kube::Config`.
+    pub fn from_kube_config(cfg: kube::Config) -> Result<Upstream, UpstreamError> {
+        let a = &cfg.auth_info;
+        if a.exec.is_some() || a.auth_provider.is_some() {
+            return Err(UpstreamError::Config(
+                "exec and auth-provider credentials are not supported; use a token, token file or client certificate".into(),
+            ));
+        }
+        let auth = if let Some(t) = &a.token {
+            bearer(t.expose_secret().trim()).map_or(Auth::None, Auth::Fixed)
+        } else if let Some(f) = &a.token_file {
+            Auth::TokenFile(TokenFile::new(PathBuf::from(f))?)
+        } else if let (Some(u), Some(p)) = (&a.username, &a.password) {
+            let b = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{}", p.expose_secret()));
+            let mut v = HeaderValue::from_str(&format!("Basic {b}"))
+                .map_err(|_| UpstreamError::Config("username/password are not valid in a header".into()))?;
+            v.set_sensitive(true);
+            Auth::Fixed(v)
+        } else {
+            Auth::None
+        };
+        let identity = client_identity(a)?;
+        let mut impersonate = Vec::new();
+        if let Some(u) = &a.impersonate
+            && let Ok(v) = HeaderValue::from_str(u)
+        {
+            impersonate.push((http::HeaderName::from_static("impersonate-user"), v));
+        }
+        for g in a.impersonate_groups.iter().flatten() {
+            if let Ok(v) = HeaderValue::from_str(g) {
+                impersonate.push((http::HeaderName::from_static("impersonate-group"), v));
+            }
+        }
+        let roots = cfg
+            .root_cert
+            .as_ref()
+            .map(|ders| ders.iter().map(|d| CertificateDer::from(d.clone())).collect());
+        let settings = TlsSettings {
+            roots,
+            insecure: cfg.accept_invalid_certs,
+            identity,
+            server_name: cfg.tls_server_name.clone(),
+        };
+        Upstream::build(&cfg.cluster_url, settings, auth, impersonate)
+    }
+
+    /// A webhook server: TLS with `server_name`, verified only when a CA file is given.
+    pub fn webhook(
+        target: &Uri,
+        server_name: Option<&str>,
+        ca_file: Option<&Path>,
+    ) -> Result<Upstream, UpstreamError> {
+        let roots = match ca_file {
+            Some(p) => Some(tls::load_certs(p)?),
+            None => None,
+        };
+        let settings = TlsSettings {
+            insecure: roots.is_none(),
+            roots,
+            identity: None,
+            server_name: server_name.map(str::to_owned),
+        };
+        Upstream::build(target, settings, Auth::None, Vec::new())
+    }
+
+    fn build(
+        url: &Uri,
+        s: TlsSettings,
+        auth: Auth,
+        impersonate: Vec<(http::HeaderName, HeaderValue)>,
+    ) -> Result<Upstream, UpstreamError> {
+        let scheme = url.scheme().cloned().unwrap_or(http::uri::Scheme::HTTPS);
+        let authority = url
+            .authority()
+            .cloned()
+            .ok_or_else(|| UpstreamError::Config(format!("{url}: no host")))?;
+        let prefix = url.path().trim_end_matches('/').to_owned();
+        let provider = tls::provider();
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()?;
+        let builder = if s.insecure {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(NoVerify(Arc::clone(&provider))))
+        } else {
+            let mut store = rustls::RootCertStore::empty();
+            for c in s.roots.iter().flatten() {
+                store.add(c.clone())?;
+            }
+            if store.is_empty() && scheme == http::uri::Scheme::HTTPS {
+                return Err(UpstreamError::Config(format!(
+                    "{url}: no certificate authority configured (certificate-authority(-data) or insecure-skip-tls-verify)"
+                )));
+            }
+            builder.with_root_certificates(store)
+        };
+        let tls_config = match s.identity {
+            Some((certs, key)) => builder.with_client_auth_cert(certs, key)?,
+            None => builder.with_no_client_auth(),
+        };
+        let server_name = match &s.server_name {
+            Some(n) => Some(
+                ServerName::try_from(n.trim_start_matches('[').trim_end_matches(']').to_owned())
+                    .map_err(|e| UpstreamError::Config(format!("TLS server name {n:?}: {e}")))?,
+            ),
+            None => None,
+        };
+        let connector = |h2: bool| {
+            let mut http = HttpConnector::new();
+            http.enforce_http(false);
+            http.set_nodelay(true);
+            http.set_connect_timeout(Some(Duration::from_secs(10)));
+            let b = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls_config.clone())
+                .https_or_http();
+            let b = match &server_name {
+                Some(n) => b.with_server_name_resolver(FixedServerNameResolver::new(n.clone())),
+                None => b,
+            };
+            if h2 {
+                b.enable_http1().enable_http2().wrap_connector(http)
+            } else {
+                b.enable_http1().wrap_connector(http)
+            }
+        };
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .http2_keep_alive_while_idle(true)
+            .build(connector(true));
+        let upgrade_client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_max_idle_per_host(0)
+            .build(connector(false));
+        Ok(Upstream {
+            scheme,
+            authority,
+            prefix,
+            client,
+            upgrade_client,
+            auth,
+            impersonate,
+        })
+    }
+
+    /// The upstream URI for a path with query.
+    pub fn uri(&self, path_and_query: &str) -> Result<Uri, http::Error> {
+        let pq = format!("{}{}", self.prefix, path_and_query);
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(pq)
+            .build()
+    }
+
+    /// Adds the proxy's credentials unless the client brought its own `Authorization`.
+    pub fn authorize(&self, headers: &mut HeaderMap) {
+        if headers.contains_key(AUTHORIZATION) {
+            return;
+        }
+        let v = match &self.auth {
+            Auth::None => None,
+            Auth::Fixed(v) => Some(v.clone()),
+            Auth::TokenFile(t) => t.header(),
+        };
+        if let Some(v) = v {
+            headers.insert(AUTHORIZATION, v);
+            if !headers.contains_key("impersonate-user") {
+                for (k, v) in &self.impersonate {
+                    headers.append(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+
+    /// Sends an ordinary request over the pooled client.
+    pub async fn send(
+        &self,
+        req: Request<Body>,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        self.client.request(req).await
+    }
+
+    /// Sends an upgrade request over its own HTTP/1.1 connection.
+    pub async fn send_upgrade(
+        &self,
+        req: Request<Body>,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        self.upgrade_client.request(req).await
+    }
+}
+
+fn client_identity(
+    a: &kube::config::AuthInfo,
+) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, UpstreamError> {
+    let b64 = |what: &str, s: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(s.trim())
+            .map_err(|e| UpstreamError::Config(format!("{what}: invalid base64: {e}")))
+    };
+    let read =
+        |what: &str, p: &str| std::fs::read(p).map_err(|e| UpstreamError::Config(format!("{what} {p}: {e}")));
+    let cert = match (&a.client_certificate_data, &a.client_certificate) {
+        (Some(d), _) => Some(b64("client-certificate-data", d)?),
+        (None, Some(p)) => Some(read("client-certificate", p)?),
+        _ => None,
+    };
+    let key = match (&a.client_key_data, &a.client_key) {
+        (Some(d), _) => Some(b64("client-key-data", d.expose_secret())?),
+        (None, Some(p)) => Some(read("client-key", p)?),
+        _ => None,
+    };
+    match (cert, key) {
+        (Some(c), Some(k)) => {
+            let certs = tls::certs_from_pem(&c)
+                .map_err(|e| UpstreamError::Config(format!("client certificate: {e}")))?;
+            // The key's bytes are never logged: only the kind of error.
+            let key = PrivateKeyDer::from_pem_slice(&k)
+                .map_err(|_| UpstreamError::Config("client key: not a PEM private key".into()))?;
+            Ok(Some((certs, key)))
+        }
+        (None, None) => Ok(None),
+        _ => Err(UpstreamError::Config(
+            "a client certificate needs both the certificate and the key".into(),
+        )),
+    }
+}
+
+/// Loads the kube-apiserver configuration the way controller-runtime's `GetConfig` looks for it:
+/// `KUBECONFIG`, then the in-cluster service account, then `~/.kube/config`.
+pub async fn load_kube_config(source: &UpstreamSource) -> Result<kube::Config, UpstreamError> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let opts = KubeConfigOptions::default();
+    match source {
+        UpstreamSource::Kubeconfig(paths) => {
+            let mut merged: Option<Kubeconfig> = None;
+            for p in paths {
+                let kc = Kubeconfig::read_from(p)
+                    .map_err(|e| UpstreamError::Config(format!("{}: {e}", p.display())))?;
+                merged = Some(match merged {
+                    Some(m) => m.merge(kc).map_err(|e| UpstreamError::Config(e.to_string()))?,
+                    None => kc,
+                });
+            }
+            let kc = merged.ok_or_else(|| UpstreamError::Config("KUBECONFIG names no file".into()))?;
+            kube::Config::from_custom_kubeconfig(kc, &opts)
+                .await
+                .map_err(|e| UpstreamError::Config(e.to_string()))
+        }
+        UpstreamSource::Infer => {
+            if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+                return kube::Config::incluster()
+                    .map_err(|e| UpstreamError::Config(format!("in-cluster: {e}")));
+            }
+            kube::Config::from_kubeconfig(&opts).await.map_err(|e| {
+                UpstreamError::Config(format!(
+                    "no KUBECONFIG, not in a cluster, and ~/.kube/config: {e}"
+                ))
+            })
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Shared by the integration tests: the real control plane, the proxy binary as a child
+//! process, curl and kubectl.
+#![allow(dead_code, missing_docs)]
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_kube-api-rewriter");
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let d = std::env::temp_dir().join(format!("kar-{tag}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// A free loopback port (bound and released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// etcd + kube-apiserver from `scripts/control-plane.sh`; `down` on drop.
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    pub env: HashMap<String, String>,
+}
+
+impl ControlPlane {
+    pub fn up() -> ControlPlane {
+        let dir = temp_dir("cp");
+        let mut cp = ControlPlane {
+            dir,
+            env: HashMap::new(),
+        };
+        let out = cp.script("up");
+        assert!(
+            out.status.success(),
+            "control plane up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(cp.dir.join("env")).expect("env file");
+        let mut env = HashMap::new();
+        for line in text.lines() {
+            if let Some((k, v)) = line.strip_prefix("export ").and_then(|l| l.split_once('=')) {
+                env.insert(k.to_owned(), v.trim_matches('\'').to_owned());
+            }
+        }
+        cp.env = env;
+        cp
+    }
+
+    pub fn script(&self, cmd: &str) -> Output {
+        Command::new("bash")
+            .arg(workspace().join("scripts/control-plane.sh"))
+            .arg(cmd)
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("control-plane.sh runs")
+    }
+
+    pub fn get(&self, k: &str) -> &str {
+        self.env
+            .get(k)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("{k} not in env"))
+    }
+
+    pub fn kubeconfig(&self) -> &str {
+        self.get("KUBECONFIG")
+    }
+
+    /// kubectl straight to kube-apiserver (admin).
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl(self.kubeconfig(), args)
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let _ = self.script("down");
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A proxy child process; killed on drop.
+pub struct ProxyProc {
+    pub child: Child,
+    pub port: u16,
+    pub mon_port: u16,
+    pub log: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+impl ProxyProc {
+    /// Starts the proxy with `env` on top of loopback ports and text logs; waits for `/healthz`.
+    pub fn start(dir: &Path, env: &[(&str, &str)]) -> ProxyProc {
+        let port = free_port();
+        let mon_port = free_port();
+        let log = dir.join(format!("proxy-{port}.log"));
+        let mut cmd = Command::new(BIN);
+        cmd.env_remove("KUBERNETES_SERVICE_HOST")
+            .env("CLIENT_PROXY_ADDRESS", "127.0.0.1")
+            .env("CLIENT_PROXY_PORT", port.to_string())
+            .env("MONITORING_BIND_ADDRESS", format!("127.0.0.1:{mon_port}"))
+            .env("LOG_FORMAT", "text")
+            .env("LOG_LEVEL", "debug")
+            .env("READYZ_POLL_INTERVAL", "300ms")
+            .env("READYZ_STALE_AFTER", "2s");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let f = std::fs::File::create(&log).expect("log file");
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().expect("dup"))
+            .stderr(f)
+            .spawn()
+            .expect("proxy starts");
+        let kubeconfig = dir.join(format!("proxy-{port}.kubeconfig"));
+        let mut kc = std::fs::File::create(&kubeconfig).expect("kubeconfig");
+        write!(
+            kc,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: p\n  cluster:\n    server: http://127.0.0.1:{port}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: p\n  context: {{cluster: p, user: u}}\ncurrent-context: p\n"
+        )
+        .expect("write kubeconfig");
+        let p = ProxyProc {
+            child,
+            port,
+            mon_port,
+            log,
+            kubeconfig,
+        };
+        p.wait_until(Duration::from_secs(20), |p| {
+            curl(&["-s", "-o", "/dev/null", "-w", "%{http_code}", &p.mon("/healthz")]).stdout == b"200"
+        });
+        p
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn mon(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.mon_port)
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl(self.kubeconfig.to_str().expect("utf-8 path"), args)
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Polls `f` every 100 ms until true; panics with the log after `limit`.
+    pub fn wait_until(&self, limit: Duration, mut f: impl FnMut(&Self) -> bool) {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if f(self) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("condition not met within {limit:?}; proxy log:\n{}", self.logs());
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(ok.success());
+    }
+
+    /// Waits for the process to exit; returns its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for ProxyProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn curl(args: &[&str]) -> Output {
+    Command::new("curl")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("curl runs")
+}
+
+pub fn kubectl(kubeconfig: &str, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("kubectl runs")
+}
+
+pub fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "command failed ({}):\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs named cases one after the other, each isolated from the others' panics; fails at the
+/// end naming every failed case.
+pub fn run_cases(cases: &[(&str, &dyn Fn())]) {
+    let mut failed = Vec::new();
+    for (name, f) in cases {
+        let t = Instant::now();
+        eprintln!("--- case {name}");
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+            failed.push(*name);
+            eprintln!("--- case {name}: FAILED ({:?})", t.elapsed());
+        } else {
+            eprintln!("--- case {name}: ok ({:?})", t.elapsed());
+        }
+    }
+    assert!(failed.is_empty(), "failed cases: {failed:?}");
+}

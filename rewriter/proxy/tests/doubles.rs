@@ -1,0 +1,359 @@
+//! What the real kube-apiserver cannot produce on demand, against an in-process upstream test
+//! double (`upstream_double`): a 200 MB LIST, a WebSocket-style upgrade to splice, a connection
+//! cut mid-body, a stalled upstream.
+
+mod common;
+
+use std::convert::Infallible;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+
+type DBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+const ITEMS_200MB: usize = 200_000;
+const PAD: usize = 900;
+
+fn item(i: usize, renamed: bool) -> String {
+    let (av, kind) = if renamed {
+        (
+            "internal.virtualization.deckhouse.io/v1",
+            "InternalVirtualizationVirtualMachine",
+        )
+    } else {
+        ("kubevirt.io/v1", "VirtualMachine")
+    };
+    format!(
+        r#"{{"apiVersion":"{av}","kind":"{kind}","metadata":{{"name":"vm-{i:07}","namespace":"default","resourceVersion":"{i}"}},"spec":{{"running":false,"note":"{}"}}}}"#,
+        "p".repeat(PAD)
+    )
+}
+
+fn head(renamed: bool) -> String {
+    let av = if renamed {
+        "internal.virtualization.deckhouse.io/v1"
+    } else {
+        "kubevirt.io/v1"
+    };
+    format!(r#"{{"apiVersion":"{av}","items":["#)
+}
+
+fn tail(renamed: bool) -> String {
+    let kind = if renamed {
+        "InternalVirtualizationVirtualMachineList"
+    } else {
+        "VirtualMachineList"
+    };
+    format!(r#"],"kind":"{kind}","metadata":{{"resourceVersion":"1"}}}}"#)
+}
+
+fn expected_list_len(n: usize) -> usize {
+    head(false).len()
+        + tail(false).len()
+        + (0..n).map(|i| item(i, false).len()).sum::<usize>()
+        + n.saturating_sub(1)
+}
+
+#[derive(Default)]
+struct Double {
+    list_done: AtomicBool,
+    watch_closed: AtomicBool,
+    stalled: AtomicUsize,
+}
+
+/// Streams `n` items from a task: `cut` ends with an error after half.
+fn list_body(n: usize, cut: bool, done: Option<Arc<Double>>) -> DBody {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(2);
+    tokio::spawn(async move {
+        let mut buf = head(true);
+        for i in 0..n {
+            if cut && i == n / 2 {
+                let _ = tx
+                    .send(Ok(Frame::data(Bytes::from(std::mem::take(&mut buf)))))
+                    .await;
+                let _ = tx.send(Err(std::io::Error::other("cut by the double"))).await;
+                return;
+            }
+            if i > 0 {
+                buf.push(',');
+            }
+            buf.push_str(&item(i, true));
+            if buf.len() > 64 << 10
+                && tx
+                    .send(Ok(Frame::data(Bytes::from(std::mem::take(&mut buf)))))
+                    .await
+                    .is_err()
+            {
+                return;
+            }
+        }
+        buf.push_str(&tail(true));
+        let _ = tx.send(Ok(Frame::data(Bytes::from(buf)))).await;
+        if let Some(d) = done {
+            d.list_done.store(true, Ordering::SeqCst);
+        }
+    });
+    BodyExt::boxed(RxBody(rx))
+}
+
+/// A body fed through a channel.
+struct RxBody(tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, std::io::Error>>);
+
+impl hyper::body::Body for RxBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+fn full(s: impl Into<Bytes>) -> DBody {
+    BodyExt::boxed(Full::new(s.into()).map_err(|n| match n {}))
+}
+
+async fn serve(d: Arc<Double>, mut req: Request<Incoming>) -> Result<Response<DBody>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let json = |body: DBody| {
+        let mut r = Response::new(body);
+        r.headers_mut()
+            .insert("content-type", "application/json".parse().expect("hv"));
+        r
+    };
+    if path == "/readyz" {
+        return Ok(Response::new(full("ok")));
+    }
+    if path.ends_with("/exec") {
+        // Upgrade: answer 101 and echo raw bytes.
+        let on = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            if let Ok(up) = on.await {
+                let mut io = TokioIo::new(up);
+                let (mut r, mut w) = tokio::io::split(&mut io);
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            }
+        });
+        let mut r = Response::new(full(Bytes::new()));
+        *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        r.headers_mut()
+            .insert("connection", "Upgrade".parse().expect("hv"));
+        r.headers_mut()
+            .insert("upgrade", "websocket".parse().expect("hv"));
+        return Ok(r);
+    }
+    let ns = path
+        .split('/')
+        .skip_while(|s| *s != "namespaces")
+        .nth(1)
+        .unwrap_or("")
+        .to_owned();
+    match ns.as_str() {
+        "big" => Ok(json(list_body(ITEMS_200MB, false, Some(d)))),
+        "cut" if path.starts_with("/api/v1/") => {
+            let mut r = Response::new(list_body(1000, true, None));
+            r.headers_mut()
+                .insert("content-type", "application/json".parse().expect("hv"));
+            Ok(r)
+        }
+        "cut" => Ok(json(list_body(1000, true, None))),
+        "stall" => {
+            d.stalled.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<()>().await;
+            Ok(Response::new(full("")))
+        }
+        "watch" if query.contains("watch=1") => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
+            let d2 = Arc::clone(&d);
+            tokio::spawn(async move {
+                let ev = format!("{{\"type\":\"ADDED\",\"object\":{}}}\n", item(1, true));
+                let _ = tx.send(Ok(Frame::data(Bytes::from(ev)))).await;
+                tx.closed().await;
+                d2.watch_closed.store(true, Ordering::SeqCst);
+            });
+            Ok(json(BodyExt::boxed(RxBody(rx))))
+        }
+        _ => {
+            let mut r = Response::new(full("{}"));
+            *r.status_mut() = StatusCode::NOT_FOUND;
+            Ok(r)
+        }
+    }
+}
+
+/// Starts the double on a free port in a background runtime.
+fn start_double() -> (u16, Arc<Double>) {
+    let d = Arc::new(Double::default());
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    l.set_nonblocking(true).expect("nonblocking");
+    let d2 = Arc::clone(&d);
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("rt");
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).expect("listener");
+            loop {
+                let Ok((s, _)) = l.accept().await else { continue };
+                let d = Arc::clone(&d2);
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| serve(Arc::clone(&d), req));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(s), svc)
+                        .with_upgrades()
+                        .await;
+                });
+            }
+        });
+    });
+    (port, d)
+}
+
+fn double_kubeconfig(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
+    let kc = dir.join("double.kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: d\n  cluster:\n    server: http://127.0.0.1:{port}\nusers:\n- name: u\n  user:\n    token: doubletoken\ncontexts:\n- name: d\n  context: {{cluster: d, user: u}}\ncurrent-context: d\n"
+        ),
+    )
+    .expect("kubeconfig");
+    kc
+}
+
+fn vm_path(ns: &str) -> String {
+    format!("/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachines")
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn with_upstream_double() {
+    let dir = temp_dir("double");
+    let (port, d) = start_double();
+    let kc = double_kubeconfig(&dir, port);
+    let p = ProxyProc::start(
+        &dir,
+        &[
+            ("KUBECONFIG", kc.to_str().expect("utf-8")),
+            ("UPSTREAM_RESPONSE_TIMEOUT", "1s"),
+            ("LOG_LEVEL", "info"),
+        ],
+    );
+
+    let big_list = || {
+        let mut c = Command::new("curl")
+            .args(["-sS", &p.url(&vm_path("big"))])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("curl");
+        let mut out = c.stdout.take().expect("stdout");
+        let mut first = vec![0u8; 4096];
+        out.read_exact(&mut first).expect("first bytes");
+        assert!(
+            !d.list_done.load(Ordering::SeqCst),
+            "the first bytes waited for the whole upstream body"
+        );
+        assert!(first.starts_with(br#"{"apiVersion":"kubevirt.io/v1","items":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine""#));
+        let mut rest = Vec::with_capacity(expected_list_len(ITEMS_200MB));
+        out.read_to_end(&mut rest).expect("rest");
+        assert!(c.wait().expect("curl ends").success());
+        let total = first.len() + rest.len();
+        assert_eq!(total, expected_list_len(ITEMS_200MB));
+        assert!(memchr::memmem::find(&rest, b"internal.virtualization").is_none());
+        assert!(rest.ends_with(br#"],"kind":"VirtualMachineList","metadata":{"resourceVersion":"1"}}"#));
+        let rss = peak_rss_kib(p.child.id());
+        eprintln!("proxy peak RSS after a {total}-byte LIST: {rss} KiB");
+        assert!(rss < 64 * 1024, "peak RSS {rss} KiB");
+    };
+
+    let upgrade = || {
+        let mut s = TcpStream::connect(("127.0.0.1", p.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        write!(
+            s,
+            "GET /api/v1/namespaces/default/pods/p/exec?command=sh&stdin=true HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n"
+        )
+        .expect("write");
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut b).expect("response head");
+            head.push(b[0]);
+        }
+        let head = String::from_utf8_lossy(&head);
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        for msg in [&b"hello"[..], &[0u8, 1, 2, 255][..]] {
+            s.write_all(msg).expect("send");
+            let mut echo = vec![0u8; msg.len()];
+            s.read_exact(&mut echo).expect("echo");
+            assert_eq!(echo, msg);
+        }
+    };
+
+    let cut_mid_body = || {
+        // Rewritten LIST and a pass-through body: curl must see a broken transfer, never an end.
+        for path in [vm_path("cut"), "/api/v1/namespaces/cut/configmaps".to_owned()] {
+            let o = curl(&["-sS", "-o", "/dev/null", &p.url(&path)]);
+            assert!(
+                !o.status.success(),
+                "{path}: a cut body was presented as complete"
+            );
+            let code = o.status.code();
+            assert!(
+                matches!(code, Some(18) | Some(56) | Some(92)),
+                "{path}: curl exit {code:?}"
+            );
+        }
+    };
+
+    let stalled = || {
+        let t = Instant::now();
+        let s = ok(&curl(&["-sS", "-w", "\n%{http_code}", &p.url(&vm_path("stall"))]));
+        assert!(
+            s.ends_with("\n504") && s.contains("\"reason\":\"Timeout\""),
+            "{s}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(5));
+        // A client that goes away mid-watch cancels the upstream request at once.
+        let o = curl(&[
+            "-sS",
+            "-N",
+            "--max-time",
+            "1",
+            &p.url(&format!("{}?watch=1", vm_path("watch"))),
+        ]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("\"kind\":\"VirtualMachine\""), "{text}");
+        p.wait_until(Duration::from_secs(3), |_| d.watch_closed.load(Ordering::SeqCst));
+    };
+
+    run_cases(&[
+        ("big_list_200mb", &big_list),
+        ("upgrade_splice", &upgrade),
+        ("cut_mid_body", &cut_mid_body),
+        ("stalled", &stalled),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
