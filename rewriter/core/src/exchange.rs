@@ -344,7 +344,8 @@ pub fn status_json(code: u16, reason: &str, message: &str, details: Option<serde
     if let Some(d) = details {
         v["details"] = d;
     }
-    serde_json::to_vec(&v).expect("a Value serializes")
+    // Serializing a `Value` of strings and numbers cannot fail.
+    serde_json::to_vec(&v).unwrap_or_default()
 }
 
 fn media_type(ct: Option<&str>) -> String {
@@ -376,6 +377,9 @@ fn webhook_context(rules: &Rules, w: &WebhookRule) -> Context {
 pub fn kind_of(rules: &Rules, group: &str, plural: &str) -> Option<String> {
     if let Some(r) = rules.resource(group, plural) {
         return Some(r.kind.clone());
+    }
+    if group == crate::path::CRD_GROUP && plural == crate::path::CRD_RESOURCE {
+        return Some("CustomResourceDefinition".to_owned());
     }
     rules
         .kinds

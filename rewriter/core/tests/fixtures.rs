@@ -549,3 +549,28 @@ fn malformed_json_is_rejected_with_an_offset() {
     let mut out = Vec::new();
     assert!(l.feed(br#"{"items":[{"a":1}}"#, &mut out).is_err());
 }
+
+#[test]
+fn crd_tables_show_original_names() {
+    use kube_api_rewriter::exchange::{ProxyMode, ResponseBody, Route};
+    let rules = rules();
+    let route = Route::new(
+        &rules,
+        ProxyMode::Api,
+        "GET",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+    );
+    let table = r#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{},"columnDefinitions":[{"name":"Name","type":"string"}],"rows":[{"cells":["internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io","2026-11-29T15:40:49Z"],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io"}}},{"cells":["virtualmachines.kubevirt.io","x"],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"virtualmachines.kubevirt.io"}}},{"cells":["foos.example.com","y"],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"foos.example.com"}}}]}"#;
+    let ResponseBody::Body(out) = route.response_body(&rules, table.as_bytes()).unwrap() else {
+        panic!()
+    };
+    let v = json(&out);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "the upstream original-group CRD is hidden");
+    assert_eq!(rows[0]["cells"][0], "virtualmachines.kubevirt.io");
+    assert_eq!(
+        rows[0]["object"]["metadata"]["name"],
+        "virtualmachines.kubevirt.io"
+    );
+    assert_eq!(rows[1]["cells"][0], "foos.example.com");
+}

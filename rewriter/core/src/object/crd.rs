@@ -118,3 +118,54 @@ pub fn names(rules: &Rules, dir: Direction, r: &ResourceRule, v: &mut Value) -> 
     }
     changed
 }
+
+/// A Table of CRDs (`kubectl get crd`): row names and cells follow the CRD names; rows of
+/// original-group CRDs (a real KubeVirt install) are dropped when restoring.
+pub fn table(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
+    let Some(rows) = v.get_mut("rows").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let before = rows.len();
+    let mut changed = false;
+    rows.retain_mut(|row| {
+        let Some(name) = row
+            .pointer("/object/metadata/name")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return true;
+        };
+        if dir == Direction::Restore
+            && name
+                .split_once('.')
+                .is_some_and(|(_, g)| rules.group(g).is_some())
+        {
+            return false;
+        }
+        let Some(new) = crate::path::rewrite_crd_name(rules, dir, &name) else {
+            return true;
+        };
+        if let Some(obj) = row.get_mut("object") {
+            if obj.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition") {
+                // A whole CRD (includeObject=Object): rewritten like any CRD.
+                if let Ok(bytes) = serde_json::to_vec(&*obj)
+                    && let Ok(super::Outcome::Object(out)) =
+                        super::rewrite(rules, dir, &bytes, &super::Context::default())
+                    && let Ok(new_obj) = serde_json::from_slice(&out)
+                {
+                    *obj = new_obj;
+                }
+            } else if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.insert("name".into(), Value::String(new.clone()));
+            }
+        }
+        if let Some(cells) = row.get_mut("cells").and_then(Value::as_array_mut) {
+            for c in cells.iter_mut().filter(|c| c.as_str() == Some(name.as_str())) {
+                *c = Value::String(new.clone());
+            }
+        }
+        changed = true;
+        true
+    });
+    changed || rows.len() != before
+}

@@ -183,6 +183,13 @@ impl<'r, 'a> Walker<'r, 'a> {
         }))
     }
 
+    /// True when the request is about CRDs (Tables then carry CRD names in their rows).
+    fn crd_context(&self) -> bool {
+        self.kind_hint
+            .as_ref()
+            .is_some_and(|(g, k)| g == "apiextensions.k8s.io" && k == "CustomResourceDefinition")
+    }
+
     /// Rewrites the object at the current position, dispatching on its kind.
     pub fn object(&mut self, hint: &Hint<'_>) -> Result<Verdict> {
         if self.sc.peek()? != b'{' {
@@ -217,6 +224,9 @@ impl<'r, 'a> Walker<'r, 'a> {
                 self.dom(|me, v| discovery::rewrite(me.rules, me.dir, v, me.group_hint))?
             }
             ("apiextensions.k8s.io", "CustomResourceDefinition") => return self.crd(),
+            ("meta.k8s.io", "Table") if self.crd_context() => {
+                self.dom(|me, v| crd::table(me.rules, me.dir, v))?
+            }
             (_, k) if k.ends_with("List") && self.head(true)?.has_items => {
                 let item_kind = kind.strip_suffix("List").unwrap_or(kind).to_owned();
                 let av = av.map(str::to_owned);

@@ -369,6 +369,9 @@ impl<'r> ListRewriter<'r> {
         let mut w = Walker::new(self.rules, self.dir, raw);
         w.sc = Scanner::with_base(raw, self.base + start);
         w.group_hint = self.ctx.group.as_deref();
+        if let (Some(g), Some(k)) = (&self.ctx.group, &self.ctx.kind) {
+            w.kind_hint = Some((g.clone(), k.clone()));
+        }
         let hint = Hint {
             kind: item_kind,
             api_version: self.api_version.as_deref(),

@@ -113,6 +113,9 @@ impl<'r> WatchRewriter<'r> {
         let mut w = Walker::new(self.rules, self.dir, raw);
         w.sc = Scanner::with_base(raw, self.base + start);
         w.group_hint = self.ctx.group.as_deref();
+        if let (Some(g), Some(k)) = (&self.ctx.group, &self.ctx.kind) {
+            w.kind_hint = Some((g.clone(), k.clone()));
+        }
         let verdict = match walk_event(&mut w) {
             Ok(v) => v,
             Err(Error::Json(e)) if e.eof && !eof => return Ok(None),
