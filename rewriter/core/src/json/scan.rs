@@ -263,9 +263,11 @@ impl<'a> Scanner<'a> {
         let mut escaped = false;
         let mut non_ascii = false;
         loop {
-            for chunk in buf[i..].chunks_exact(8) {
-                let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-                if special(w) {
+            while let Some(chunk) = buf.get(i..i + 8) {
+                let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+                if m != 0 {
+                    // The lowest flagged byte is exact (later ones may be false positives).
+                    i += (m.trailing_zeros() / 8) as usize;
                     break;
                 }
                 i += 8;
@@ -426,14 +428,15 @@ impl<'a> Scanner<'a> {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// True if any byte of `w` is `"`, `\\`, below 0x20 or non-ASCII.
+/// A mask with the high bit set in bytes of `w` that are `"`, `\\`, below 0x20 or non-ASCII
+/// (Mycroft's trick; the lowest set byte is exact).
 #[inline(always)]
-fn special(w: u64) -> bool {
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+fn special(w: u64) -> u64 {
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v;
     let quote = zero(w ^ (ONES * u64::from(b'"')));
     let backslash = zero(w ^ (ONES * u64::from(b'\\')));
-    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
-    (quote | backslash | control | (w & HIGHS)) != 0
+    let control = w.wrapping_sub(ONES * 0x20) & !w;
+    (quote | backslash | control | w) & HIGHS
 }
 
 /// Decodes the escapes of a validated string body.

@@ -316,7 +316,7 @@ type Location = (Vec<Segment>, FieldType);
 /// Compiled plans of every kind the rules know, plus the default one.
 #[derive(Debug, Clone, Default)]
 pub struct Plans {
-    by_kind: HashMap<String, Vec<(Groups, Arc<Node>)>>,
+    by_kind: crate::rules::names::FastMap<Vec<(Groups, Arc<Node>)>>,
     default: Arc<Node>,
 }
 

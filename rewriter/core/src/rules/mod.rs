@@ -158,8 +158,8 @@ pub struct Rules {
     /// Categories of renamed resources.
     pub categories: Vec<String>,
     groups: Vec<Group>,
-    by_original: HashMap<String, usize>,
-    by_renamed: HashMap<String, Vec<usize>>,
+    by_original: names::FastMap<usize>,
+    by_renamed: names::FastMap<Vec<usize>>,
     /// Webhook paths.
     pub webhooks: BTreeMap<String, WebhookRule>,
     /// Label rules.

@@ -29,12 +29,13 @@ struct Table {
     prefixes: FastMap<String>,
 }
 
-type FastMap<V> = HashMap<String, V, BuildHasherDefault<Fnv>>;
+/// A map keyed by short trusted strings, hashed with FNV-1a.
+pub type FastMap<V> = HashMap<String, V, BuildHasherDefault<Fnv>>;
 
 /// FNV-1a: label keys are short and trusted (they come from rule files and objects the
 /// apiserver already validated), and SipHash dominated profiles of the label lookups.
 #[derive(Default)]
-struct Fnv(u64);
+pub struct Fnv(u64);
 
 impl Hasher for Fnv {
     fn finish(&self) -> u64 {
@@ -204,7 +205,7 @@ impl Table {
         if let Some(n) = self.names.get(name) {
             return Some((Cow::Owned(n.clone()), Cow::Borrowed(value)));
         }
-        let (prefix, rest) = name.split_once('/')?;
+        let (prefix, rest) = split_prefix(name)?;
         let p = self.prefixes.get(prefix)?;
         let mut out = String::with_capacity(p.len() + 1 + rest.len());
         out.push_str(p);
@@ -212,6 +213,13 @@ impl Table {
         out.push_str(rest);
         Some((Cow::Owned(out), Cow::Borrowed(value)))
     }
+}
+
+/// `prefix/rest` split at the first `/` (a byte search: names are short).
+#[inline]
+fn split_prefix(name: &str) -> Option<(&str, &str)> {
+    let i = name.bytes().position(|b| b == b'/')?;
+    Some((&name[..i], &name[i + 1..]))
 }
 
 fn add_pair(
