@@ -496,6 +496,11 @@ fn hex4(h: &[u8]) -> u32 {
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let bytes = s.as_bytes();
+    if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut last = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let esc: &[u8] = match b {

@@ -23,17 +23,25 @@ pub struct NameRules {
 /// One direction of the rules, looked up by borrowed `&str` without allocating.
 #[derive(Debug, Default, Clone)]
 struct Table {
-    /// name → [(value, new name, new value)]
-    pairs: FastMap<Vec<(String, String, String)>>,
-    names: FastMap<String>,
+    /// Exact names: one lookup finds both the plain rule and the `name=value` rules.
+    names: FastMap<NameEntry>,
     prefixes: FastMap<String>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct NameEntry {
+    /// The new name for any value.
+    to: Option<String>,
+    /// (value, new name, new value) for `name=value` rules.
+    pairs: Vec<(String, String, String)>,
 }
 
 /// A map keyed by short trusted strings, hashed with FNV-1a.
 pub type FastMap<V> = HashMap<String, V, BuildHasherDefault<Fnv>>;
 
-/// FNV-1a: label keys are short and trusted (they come from rule files and objects the
-/// apiserver already validated), and SipHash dominated profiles of the label lookups.
+/// A multiply-rotate hash over 8-byte words (FxHash's recipe). Label keys are trusted (rule
+/// files, objects the apiserver validated) and up to ~70 bytes long; SipHash and byte-wise
+/// FNV dominated profiles of label lookups.
 #[derive(Default)]
 pub struct Fnv(u64);
 
@@ -43,15 +51,17 @@ impl Hasher for Fnv {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            h = (h.rotate_left(5) ^ w).wrapping_mul(K);
         }
+        let mut tail = [0u8; 8];
+        let rest = chunks.remainder();
+        tail[..rest.len()].copy_from_slice(rest);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(tail) ^ (bytes.len() as u64)).wrapping_mul(K);
         self.0 = h;
     }
 }
@@ -103,8 +113,8 @@ impl NameRules {
                 show,
             )
         } else {
-            insert_unique(&mut self.fwd.names, r.original, r.renamed)?;
-            insert_unique(&mut self.back.names, r.renamed, r.original)
+            set_name(&mut self.fwd, r.original, r.renamed)?;
+            set_name(&mut self.back, r.renamed, r.original)
         }
     }
 
@@ -124,7 +134,7 @@ impl NameRules {
 
     /// True when no rule is set.
     pub fn is_empty(&self) -> bool {
-        self.fwd.pairs.is_empty() && self.fwd.names.is_empty() && self.fwd.prefixes.is_empty()
+        self.fwd.names.is_empty() && self.fwd.prefixes.is_empty()
     }
 
     /// Original → renamed. `value` is `""` for finalizers and keys without a value.
@@ -185,25 +195,22 @@ impl NameRules {
 
 impl Table {
     fn matches(&self, name: &str, value: &str) -> bool {
-        self.pairs
-            .get(name)
-            .is_some_and(|v| v.iter().any(|(ov, _, _)| ov == value))
-            || self.names.contains_key(name)
-            || name
-                .split_once('/')
-                .is_some_and(|(p, _)| self.prefixes.contains_key(p))
+        if let Some(e) = self.names.get(name)
+            && (e.to.is_some() || e.pairs.iter().any(|(ov, _, _)| ov == value))
+        {
+            return true;
+        }
+        split_prefix(name).is_some_and(|(p, _)| self.prefixes.contains_key(p))
     }
 
     fn apply<'a>(&self, name: &'a str, value: &'a str) -> Option<Renamed<'a>> {
-        if let Some((_, n, v)) = self
-            .pairs
-            .get(name)
-            .and_then(|v| v.iter().find(|(ov, _, _)| ov == value))
-        {
-            return Some((Cow::Owned(n.clone()), Cow::Owned(v.clone())));
-        }
-        if let Some(n) = self.names.get(name) {
-            return Some((Cow::Owned(n.clone()), Cow::Borrowed(value)));
+        if let Some(e) = self.names.get(name) {
+            if let Some((_, n, v)) = e.pairs.iter().find(|(ov, _, _)| ov == value) {
+                return Some((Cow::Owned(n.clone()), Cow::Owned(v.clone())));
+            }
+            if let Some(n) = &e.to {
+                return Some((Cow::Owned(n.clone()), Cow::Borrowed(value)));
+            }
         }
         let (prefix, rest) = split_prefix(name)?;
         let p = self.prefixes.get(prefix)?;
@@ -212,6 +219,18 @@ impl Table {
         out.push('/');
         out.push_str(rest);
         Some((Cow::Owned(out), Cow::Borrowed(value)))
+    }
+}
+
+fn set_name(t: &mut Table, name: &str, new_name: &str) -> Result<(), Collision> {
+    let e = t.names.entry(name.to_owned()).or_default();
+    match &e.to {
+        Some(old) if old == new_name => Ok(()),
+        Some(_) => Err(Collision(format!("{name} is renamed in two different ways"))),
+        None => {
+            e.to = Some(new_name.to_owned());
+            Ok(())
+        }
     }
 }
 
@@ -230,7 +249,7 @@ fn add_pair(
     new_value: &str,
     show: impl Fn(&str, &str) -> String,
 ) -> Result<(), Collision> {
-    let entries = t.pairs.entry(name.to_owned()).or_default();
+    let entries = &mut t.names.entry(name.to_owned()).or_default().pairs;
     match entries.iter().find(|(v, _, _)| v == value) {
         Some((_, n, v)) if n == new_name && v == new_value => Ok(()),
         Some(_) => Err(Collision(format!(
