@@ -36,16 +36,16 @@ struct NameEntry {
     pairs: Vec<(String, String, String)>,
 }
 
-/// A map keyed by short trusted strings, hashed with FNV-1a.
-pub type FastMap<V> = HashMap<String, V, BuildHasherDefault<Fnv>>;
+/// A map keyed by short trusted strings, hashed a word at a time.
+pub type FastMap<V> = HashMap<String, V, BuildHasherDefault<WordHasher>>;
 
 /// A multiply-rotate hash over 8-byte words (FxHash's recipe). Label keys are trusted (rule
 /// files, objects the apiserver validated) and up to ~70 bytes long; SipHash and byte-wise
 /// FNV dominated profiles of label lookups.
 #[derive(Default)]
-pub struct Fnv(u64);
+pub struct WordHasher(u64);
 
-impl Hasher for Fnv {
+impl Hasher for WordHasher {
     fn finish(&self) -> u64 {
         self.0
     }

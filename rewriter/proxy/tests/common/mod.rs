@@ -66,13 +66,20 @@ impl ControlPlane {
     }
 
     pub fn script(&self, cmd: &str) -> Output {
-        Command::new("bash")
-            .arg(workspace().join("scripts/control-plane.sh"))
+        self.script_env(cmd, &[])
+    }
+
+    /// `control-plane.sh CMD DIR` with extra environment (e.g. `KAR_STOP_TIMEOUT`).
+    pub fn script_env(&self, cmd: &str, env: &[(&str, &str)]) -> Output {
+        let mut c = Command::new("bash");
+        c.arg(workspace().join("scripts/control-plane.sh"))
             .arg(cmd)
             .arg(&self.dir)
-            .stdin(Stdio::null())
-            .output()
-            .expect("control-plane.sh runs")
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().expect("control-plane.sh runs")
     }
 
     pub fn get(&self, k: &str) -> &str {
@@ -229,6 +236,40 @@ pub fn kubectl(kubeconfig: &str, args: &[&str]) -> Output {
         .expect("kubectl runs")
 }
 
+/// kubectl with `input` on stdin (for `-f -`).
+pub fn kubectl_in(kubeconfig: &str, args: &[&str], input: &str) -> Output {
+    let mut c = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    c.wait_with_output().expect("kubectl ends")
+}
+
+/// Parses JSON or panics showing the text.
+pub fn parse_json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+/// A command that must fail: its stderr.
+pub fn fails(o: &Output) -> String {
+    assert!(
+        !o.status.success(),
+        "command unexpectedly succeeded:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 pub fn ok(o: &Output) -> String {
     assert!(
         o.status.success(),
@@ -255,4 +296,47 @@ pub fn run_cases(cases: &[(&str, &dyn Fn())]) {
         }
     }
     assert!(failed.is_empty(), "failed cases: {failed:?}");
+}
+
+impl ControlPlane {
+    /// Like [`ControlPlane::up`], with extra kube-apiserver flags (`KAR_APISERVER_EXTRA_ARGS`);
+    /// `args` gets the control plane's directory, for paths such as `DIR/pki/ca.crt`.
+    pub fn up_with_apiserver_args(args: impl FnOnce(&Path) -> String) -> ControlPlane {
+        let dir = temp_dir("cp");
+        let extra = args(&dir);
+        let mut cp = ControlPlane {
+            dir,
+            env: HashMap::new(),
+        };
+        let out = Command::new("bash")
+            .arg(workspace().join("scripts/control-plane.sh"))
+            .arg("up")
+            .arg(&cp.dir)
+            .env("KAR_APISERVER_EXTRA_ARGS", extra)
+            .stdin(Stdio::null())
+            .output()
+            .expect("control-plane.sh runs");
+        assert!(
+            out.status.success(),
+            "control plane up failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(cp.dir.join("env")).expect("env file");
+        for line in text.lines() {
+            if let Some((k, v)) = line.strip_prefix("export ").and_then(|l| l.split_once('=')) {
+                cp.env.insert(k.to_owned(), v.trim_matches('\'').to_owned());
+            }
+        }
+        cp
+    }
+}
+
+/// Runs `openssl` with `args`; panics with its stderr on failure.
+pub fn openssl(args: &[&str]) {
+    let o = Command::new("openssl")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl runs");
+    assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
 }
