@@ -574,3 +574,22 @@ fn crd_tables_show_original_names() {
     );
     assert_eq!(rows[1]["cells"][0], "foos.example.com");
 }
+
+#[test]
+fn built_in_list_items_take_their_kind_from_the_list() {
+    let rules = rules();
+    let body = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"virt-launcher-a","labels":{"kubevirt.internal.virtualization.deckhouse.io/domain":"a"},"ownerReferences":[{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachineInstance","name":"a","uid":"u"}]},"spec":{"nodeSelector":{"kubevirt.internal.virtualization.deckhouse.io/schedulable":"true"},"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"cpu-model.node.virtualization.deckhouse.io/Haswell","operator":"In","values":["true"]}]}]}}}}}]}"#;
+    for chunk in [7, body.len()] {
+        let v = json(&list(&rules, Direction::Restore, body, chunk));
+        let pod = &v["items"][0];
+        assert_eq!(pod["metadata"]["labels"]["kubevirt.io/domain"], "a");
+        assert_eq!(
+            pod["metadata"]["ownerReferences"][0]["kind"],
+            "VirtualMachineInstance"
+        );
+        assert_eq!(pod["spec"]["nodeSelector"]["kubevirt.io/schedulable"], "true");
+        let req = &pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchExpressions"][0];
+        assert_eq!(req["key"], "cpu-model.node.kubevirt.io/Haswell");
+    }
+}

@@ -114,7 +114,10 @@ struct Head<'a> {
 }
 
 impl<'r, 'a> Walker<'r, 'a> {
-    fn head(&self, want_items: bool) -> Result<Head<'a>> {
+    /// Reads `apiVersion` and `kind` ahead. With `typed`, stops at the first other member: the
+    /// server writes typed objects with `kind` and `apiVersion` first, and list items of
+    /// built-in kinds carry neither (their kind comes from the list).
+    fn head(&self, want_items: bool, typed: bool) -> Result<Head<'a>> {
         let mut sc = self.sc.clone();
         let mut head = Head {
             api_version: None,
@@ -131,6 +134,7 @@ impl<'r, 'a> Walker<'r, 'a> {
                     head.has_items = sc.peek()? == b'[';
                     sc.skip_value()?;
                 }
+                _ if typed => break,
                 _ => {
                     sc.skip_value()?;
                 }
@@ -196,7 +200,8 @@ impl<'r, 'a> Walker<'r, 'a> {
             self.sc.skip_value()?;
             return Ok(Verdict::Keep);
         }
-        let head = self.head(false)?;
+        let typed = hint.top && hint.kind.is_some() && self.dir == Direction::Restore;
+        let head = self.head(false, typed)?;
         let av = head.api_version.as_deref().or(hint.api_version);
         let kind = head.kind.as_deref().or(hint.kind);
         let (group, _) = av.map(split_api_version).unwrap_or(("", ""));
@@ -227,7 +232,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             ("meta.k8s.io", "Table") if self.crd_context() => {
                 self.dom(|me, v| crd::table(me.rules, me.dir, v))?
             }
-            (_, k) if k.ends_with("List") && self.head(true)?.has_items => {
+            (_, k) if k.ends_with("List") && self.head(true, false)?.has_items => {
                 let item_kind = kind.strip_suffix("List").unwrap_or(kind).to_owned();
                 let av = av.map(str::to_owned);
                 self.list(&item_kind, av.as_deref())?;
