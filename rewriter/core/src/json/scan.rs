@@ -145,33 +145,9 @@ impl<'a> Scanner<'a> {
         self.enter()
     }
 
-    /// The next key of an object (its `:` consumed), or `None` after the closing `}`.
-    pub fn next_key(&mut self, first: &mut bool) -> Result<Option<Str<'a>>> {
-        let b = self.peek()?;
-        if b == b'}' {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(None);
-        }
-        if !*first {
-            if b != b',' {
-                return Err(self.err("expected `,` or `}`"));
-            }
-            self.pos += 1;
-            if self.peek()? != b'"' {
-                return Err(self.err("expected a key"));
-            }
-        } else if b != b'"' {
-            return Err(self.err("expected a key or `}`"));
-        }
-        *first = false;
-        let key = self.string()?;
-        self.expect(b':', "expected `:`")?;
-        Ok(Some(key))
-    }
-
-    /// Like [`Scanner::next_key`] without decoding the key: true while there is a member.
-    pub fn skip_key(&mut self, first: &mut bool) -> Result<bool> {
+    /// Moves to the next member of an object: false after the closing `}`, otherwise positioned
+    /// on the member's key.
+    fn member(&mut self, first: &mut bool) -> Result<bool> {
         let b = self.peek()?;
         if b == b'}' {
             self.pos += 1;
@@ -190,6 +166,24 @@ impl<'a> Scanner<'a> {
             return Err(self.err("expected a key or `}`"));
         }
         *first = false;
+        Ok(true)
+    }
+
+    /// The next key of an object (its `:` consumed), or `None` after the closing `}`.
+    pub fn next_key(&mut self, first: &mut bool) -> Result<Option<Str<'a>>> {
+        if !self.member(first)? {
+            return Ok(None);
+        }
+        let key = self.string()?;
+        self.expect(b':', "expected `:`")?;
+        Ok(Some(key))
+    }
+
+    /// Like [`Scanner::next_key`] without decoding the key: true while there is a member.
+    pub fn skip_key(&mut self, first: &mut bool) -> Result<bool> {
+        if !self.member(first)? {
+            return Ok(false);
+        }
         self.skip_string()?;
         self.expect(b':', "expected `:`")?;
         Ok(true)
