@@ -593,3 +593,38 @@ fn built_in_list_items_take_their_kind_from_the_list() {
         assert_eq!(req["key"], "cpu-model.node.kubevirt.io/Haswell");
     }
 }
+
+#[test]
+fn a_value_is_written_as_soon_as_its_last_piece_arrives() {
+    let rules = rules();
+    let body = fixture("watch-vm-events.json");
+    let first_end = body.iter().position(|&b| b == b'\n').unwrap() + 1;
+    // Any split of the first event: once its last byte is fed, the event is out.
+    for cut in [1, 100, first_end / 2, first_end - 2] {
+        let mut w = WatchRewriter::new(&rules, Direction::Restore, Context::default());
+        let mut out = Vec::new();
+        w.feed(&body[..cut], &mut out).unwrap();
+        assert!(out.is_empty(), "cut {cut}");
+        w.feed(&body[cut..first_end], &mut out).unwrap();
+        assert_eq!(
+            out.iter().filter(|&&b| b == b'\n').count(),
+            1,
+            "cut {cut}: event held back"
+        );
+    }
+    let plain = fixture("vm-list-bulk-plain.json");
+    let items = plain.windows(2).position(|w| w == b"[{").unwrap() + 1;
+    let one = items + json(&plain)["items"][0].to_string().len() + 200; // well into item 2
+    let mut l = ListRewriter::new(&rules, Direction::Restore, Context::default());
+    let mut out = Vec::new();
+    for piece in plain[..one].chunks(1000) {
+        l.feed(piece, &mut out).unwrap();
+    }
+    assert!(
+        String::from_utf8_lossy(&out)
+            .matches(r#""kind":"VirtualMachine""#)
+            .count()
+            >= 1,
+        "first item out"
+    );
+}

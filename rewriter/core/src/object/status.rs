@@ -39,11 +39,37 @@ pub fn restore(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
             }
         }
     }
-    if let Some(msg) = v.get("message").and_then(Value::as_str) {
-        let new = restore_text(rules, msg);
-        if new != msg {
-            v["message"] = Value::String(new);
-            changed = true;
+    let mut texts: Vec<&mut Value> = Vec::new();
+    if let Some(obj) = v.as_object_mut() {
+        let (message, details): (Vec<_>, Vec<_>) = obj
+            .iter_mut()
+            .filter(|(k, _)| *k == "message" || *k == "details")
+            .partition(|(k, _)| *k == "message");
+        texts.extend(message.into_iter().map(|(_, m)| m));
+        for (_, d) in details {
+            for cause in d
+                .get_mut("causes")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(c) = cause.as_object_mut() {
+                    texts.extend(
+                        c.iter_mut()
+                            .filter(|(k, _)| *k == "message" || *k == "field")
+                            .map(|(_, t)| t),
+                    );
+                }
+            }
+        }
+    }
+    for t in texts {
+        if let Some(old) = t.as_str() {
+            let new = restore_text(rules, old);
+            if new != old {
+                *t = Value::String(new);
+                changed = true;
+            }
         }
     }
     changed
@@ -78,6 +104,38 @@ pub fn restore_text(rules: &Rules, text: &str) -> String {
             out = replace_words(&out, from, to);
         }
     }
+    // Label, annotation and finalizer keys (`.metadata.labels.kubevirt.internal…/x` in field
+    // paths of apply conflicts), longest prefix first.
+    let mut prefixes: Vec<(String, String)> = [&rules.labels, &rules.annotations, &rules.finalizers]
+        .iter()
+        .flat_map(|r| r.renamed_prefixes())
+        .map(|(renamed, original)| (format!("{renamed}/"), format!("{original}/")))
+        .collect();
+    prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
+    prefixes.dedup();
+    for (from, to) in &prefixes {
+        if out.contains(from.as_str()) {
+            out = replace_prefixes(&out, from, to);
+        }
+    }
+    out
+}
+
+/// Replaces `from` where it starts a name (not preceded by a letter, digit or `-`).
+fn replace_prefixes(s: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(from) {
+        let before = rest[..i].chars().next_back().or_else(|| out.chars().next_back());
+        out.push_str(&rest[..i]);
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-') {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = &rest[i + from.len()..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -122,6 +180,24 @@ mod tests {
         );
         assert_eq!(v["details"]["group"], "kubevirt.io");
         assert_eq!(v["details"]["kind"], "virtualmachines");
+    }
+
+    #[test]
+    fn restores_label_keys_in_apply_conflicts() {
+        let rules = Rules::builtin_kubevirt();
+        let mut v: Value = serde_json::from_str(
+            r#"{"kind":"Status","apiVersion":"v1","message":"Apply failed with 1 conflict: conflict with \"kubectl\": .metadata.labels.kubevirt.internal.virtualization.deckhouse.io/created-by","reason":"Conflict","details":{"causes":[{"reason":"FieldManagerConflict","message":"conflict with \"kubectl\"","field":".metadata.labels.vm.kubevirt.internal.virtualization.deckhouse.io/name"}]},"code":409}"#,
+        )
+        .unwrap();
+        assert!(restore(&rules, Direction::Restore, &mut v));
+        assert_eq!(
+            v["message"],
+            "Apply failed with 1 conflict: conflict with \"kubectl\": .metadata.labels.kubevirt.io/created-by"
+        );
+        assert_eq!(
+            v["details"]["causes"][0]["field"],
+            ".metadata.labels.vm.kubevirt.io/name"
+        );
     }
 
     #[test]

@@ -162,6 +162,11 @@ impl NameRules {
         }
     }
 
+    /// (renamed prefix, original prefix) pairs, for names mentioned in free text.
+    pub fn renamed_prefixes(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.back.prefixes.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// Renames a name alone (finalizers, label keys in key lists).
     pub fn rename_name<'a>(&self, name: &'a str) -> Cow<'a, str> {
         self.rename(name, "").0

@@ -47,8 +47,8 @@ pub struct ListRewriter<'r> {
     kind: Option<String>,
     items_written: usize,
     items_dropped: usize,
-    /// Buffered item bytes needed before the next attempt at an incomplete item.
-    retry_at: usize,
+    /// An item cut short by the end of the input so far.
+    pending: super::Pending,
 }
 
 impl<'r> ListRewriter<'r> {
@@ -70,7 +70,7 @@ impl<'r> ListRewriter<'r> {
             kind: None,
             items_written: 0,
             items_dropped: 0,
-            retry_at: 0,
+            pending: super::Pending::default(),
         }
     }
 
@@ -101,6 +101,7 @@ impl<'r> ListRewriter<'r> {
             self.base += keep_from;
             self.pos -= keep_from;
             self.start -= keep_from.min(self.start);
+            self.pending.shift(keep_from);
         }
         Ok(())
     }
@@ -248,25 +249,18 @@ impl<'r> ListRewriter<'r> {
                     self.state = State::InItem;
                 }
                 State::InItem => {
-                    // Items are walked straight from the buffer; an item cut short by the end
-                    // of the input is tried again once the buffer has doubled (so a large item
-                    // arriving in many pieces costs at most twice its size).
-                    let have = self.buf.len() - self.start;
-                    if !eof && have < self.retry_at {
+                    if !self.pending.ready(&self.buf, self.start, eof) {
                         self.pos = self.buf.len();
                         return Ok(());
                     }
-                    match self.item(self.start, eof, out)? {
+                    let complete = eof || self.pending.waiting();
+                    match self.item(self.start, complete, out)? {
                         Some(end) => {
+                            self.pending.done();
                             self.pos = end;
-                            self.retry_at = 0;
                             self.state = State::Item { first: false };
                         }
-                        None => {
-                            self.retry_at = have.saturating_mul(2).max(4096);
-                            self.pos = self.buf.len();
-                            return Ok(());
-                        }
+                        None => self.pending.wait(self.start),
                     }
                 }
                 State::Done => {
@@ -358,8 +352,10 @@ impl<'r> ListRewriter<'r> {
         Some(format!("{name}/v"))
     }
 
-    /// Rewrites the item starting at `start`; `None` if the input ends inside it.
-    fn item(&mut self, start: usize, eof: bool, out: &mut Vec<u8>) -> Result<Option<usize>> {
+    /// Rewrites the item starting at `start`; `None` if the input ends inside it (unless
+    /// `complete` says the whole item is there).
+    fn item(&mut self, start: usize, complete: bool, out: &mut Vec<u8>) -> Result<Option<usize>> {
+        let eof = complete;
         let list_kind = self.kind.as_deref().and_then(|k| k.strip_suffix("List"));
         let item_kind = list_kind.or(match self.dir {
             Direction::Rename => self.ctx.kind.as_deref(),

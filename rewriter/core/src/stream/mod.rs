@@ -59,3 +59,50 @@ pub fn sniff_list(prefix: &[u8]) -> Option<bool> {
         }
     }
 }
+
+/// A value (list item, watch event) that did not fit in the input so far.
+///
+/// Values are first walked straight from the buffer. When the input ends inside one, the framer
+/// takes over from the value's start and resumes at each new piece, so the walk is retried only
+/// once the value is complete and every byte is framed at most once.
+#[derive(Debug, Default)]
+struct Pending {
+    framer: crate::json::frame::Framer,
+    /// Where framing resumes (an index into the buffer), while waiting.
+    at: Option<usize>,
+}
+
+impl Pending {
+    /// Whether the value starting at `start` should be walked now: always on the first try,
+    /// afterwards once the framer has found its end (or the input has ended).
+    fn ready(&mut self, buf: &[u8], start: usize, eof: bool) -> bool {
+        let Some(at) = self.at.as_mut() else { return true };
+        if *at < start {
+            *at = start;
+        }
+        self.framer.advance(buf, at, eof).is_some() || eof
+    }
+
+    /// True while waiting for the rest of a value.
+    fn waiting(&self) -> bool {
+        self.at.is_some()
+    }
+
+    /// The walk ran out of input: frame from `start` on.
+    fn wait(&mut self, start: usize) {
+        self.framer = crate::json::frame::Framer::default();
+        self.at = Some(start);
+    }
+
+    /// The value was rewritten.
+    fn done(&mut self) {
+        self.at = None;
+    }
+
+    /// The first `n` bytes of the buffer were dropped.
+    fn shift(&mut self, n: usize) {
+        if let Some(at) = self.at.as_mut() {
+            *at -= n.min(*at);
+        }
+    }
+}

@@ -18,7 +18,8 @@ pub struct WatchRewriter<'r> {
     start: Option<usize>,
     events: usize,
     dropped: usize,
-    retry_at: usize,
+    /// An event cut short by the end of the input so far.
+    pending: super::Pending,
 }
 
 impl<'r> WatchRewriter<'r> {
@@ -34,7 +35,7 @@ impl<'r> WatchRewriter<'r> {
             start: None,
             events: 0,
             dropped: 0,
-            retry_at: 0,
+            pending: super::Pending::default(),
         }
     }
 
@@ -53,6 +54,7 @@ impl<'r> WatchRewriter<'r> {
             self.base += keep_from;
             self.pos -= keep_from;
             self.start = self.start.map(|s| s - keep_from);
+            self.pending.shift(keep_from);
         }
         Ok(())
     }
@@ -88,21 +90,17 @@ impl<'r> WatchRewriter<'r> {
                 self.start = Some(self.pos);
             }
             let start = self.start.expect("set above");
-            let have = self.buf.len() - start;
-            if !eof && have < self.retry_at {
+            if !self.pending.ready(&self.buf, start, eof) {
                 return Ok(());
             }
-            match self.event(start, eof, out)? {
+            let complete = eof || self.pending.waiting();
+            match self.event(start, complete, out)? {
                 Some(end) => {
+                    self.pending.done();
                     self.pos = end;
-                    self.retry_at = 0;
                     self.start = None;
                 }
-                None => {
-                    // Cut short: try again once the buffer has doubled.
-                    self.retry_at = have.saturating_mul(2).max(4096);
-                    return Ok(());
-                }
+                None => self.pending.wait(start),
             }
         }
     }
