@@ -224,6 +224,13 @@ impl Route {
         }
         let dir = self.request_direction();
         let media = media_type(content_type);
+        if media == "application/vnd.kubernetes.protobuf" && self.method != "PATCH" {
+            let out = crate::proto::rewrite(rules, dir, body)?;
+            return Ok(RequestBody {
+                body: Cow::Owned(out),
+                content_type: None,
+            });
+        }
         if media.contains("protobuf") || media.contains("cbor") {
             return Err(Error::UnsupportedMediaType(media));
         }

@@ -18,6 +18,7 @@ pub mod json;
 pub mod object;
 pub mod patch;
 pub mod path;
+pub mod proto;
 pub mod rules;
 pub mod stream;
 

@@ -383,6 +383,11 @@ impl Plans {
             .insert(0, (Some(vec![group.to_owned()]), Arc::new(node)));
     }
 
+    /// True when objects of `group`/`kind` have no locations beyond their metadata.
+    pub fn is_metadata_only(&self, group: &str, kind: &str) -> bool {
+        std::ptr::eq(self.get(group, kind), &*self.default)
+    }
+
     /// The plan for an object of (original) `group` and `kind`.
     pub fn get(&self, group: &str, kind: &str) -> &Node {
         let Some(v) = self.by_kind.get(kind) else {
