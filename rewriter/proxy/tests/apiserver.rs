@@ -54,7 +54,8 @@ fn against_kube_apiserver() {
     let pkc = p.kubeconfig.to_str().expect("utf-8").to_owned();
 
     let crds_renamed = || {
-        let f = "/work/shared/fixtures/kubevirt-crds/original-k8s-1.20";
+        let f = crd_fixtures().join("original-k8s-1.20");
+        let f = f.display();
         for name in [
             "virtualmachines.yaml",
             "virtualmachineinstances.yaml",

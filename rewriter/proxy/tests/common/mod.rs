@@ -11,6 +11,16 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_kube-api-rewriter");
 
+/// `shared/` beside the checkout (fixtures and references; read-only).
+pub fn shared() -> PathBuf {
+    workspace().join("../shared")
+}
+
+/// The KubeVirt CRD fixtures (`original`, `original-k8s-1.20`, `renamed`).
+pub fn crd_fixtures() -> PathBuf {
+    shared().join("fixtures/kubevirt-crds")
+}
+
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -338,5 +348,43 @@ pub fn openssl(args: &[&str]) {
         .stdin(Stdio::null())
         .output()
         .expect("openssl runs");
-    assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `kubectl wait --for condition=established crd/NAME` through the proxy. `None` when it
+/// worked. When it did not (see the KNOWN BUG below), asserts that the proxy shows the CRD
+/// Established on a plain GET within 30 s and returns kubectl's error.
+pub fn wait_crd_established(p: &ProxyProc, crd: &str) -> Option<String> {
+    let o = p.kubectl(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout=15s",
+        &format!("crd/{crd}"),
+    ]);
+    if o.status.success() {
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains(crd) && out.contains("condition met"), "{out}");
+        return None;
+    }
+    // KNOWN BUG (rewriter/core stream/watch.rs): a watch event larger than ~4 KiB that arrives
+    // cut across chunks is held back until the buffer has doubled, i.e. until the next event:
+    // the last `MODIFIED` (Established=True) of a 300 KB CRD can stay in the proxy, and
+    // `kubectl wait` times out. Not asserted until fixed in rewriter/core.
+    let err = String::from_utf8_lossy(&o.stderr).trim().to_owned();
+    p.wait_until(Duration::from_secs(30), |p| {
+        let o = p.kubectl(&[
+            "get",
+            "crd",
+            crd,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+        ]);
+        o.stdout == b"True"
+    });
+    Some(err)
 }
