@@ -145,27 +145,33 @@ impl<'a> Scanner<'a> {
         self.enter()
     }
 
-    /// Moves to the next member of an object: false after the closing `}`, otherwise positioned
-    /// on the member's key.
-    fn member(&mut self, first: &mut bool) -> Result<bool> {
+    /// Moves past the separator before the next entry of a container: false after its closing
+    /// byte `close`.
+    fn step(&mut self, first: &mut bool, close: u8, expected: &'static str) -> Result<bool> {
         let b = self.peek()?;
-        if b == b'}' {
+        if b == close {
             self.pos += 1;
             self.depth -= 1;
             return Ok(false);
         }
-        if !*first {
+        if !std::mem::replace(first, false) {
             if b != b',' {
-                return Err(self.err("expected `,` or `}`"));
+                return Err(self.err(expected));
             }
             self.pos += 1;
-            if self.peek()? != b'"' {
-                return Err(self.err("expected a key"));
-            }
-        } else if b != b'"' {
-            return Err(self.err("expected a key or `}`"));
         }
-        *first = false;
+        Ok(true)
+    }
+
+    /// Moves to the next member of an object: false after the closing `}`, otherwise positioned
+    /// on the member's key.
+    fn member(&mut self, first: &mut bool) -> Result<bool> {
+        if !self.step(first, b'}', "expected `,` or `}`")? {
+            return Ok(false);
+        }
+        if self.peek()? != b'"' {
+            return Err(self.err("expected a key"));
+        }
         Ok(true)
     }
 
@@ -197,21 +203,9 @@ impl<'a> Scanner<'a> {
 
     /// Moves to the next element; false after the closing `]`.
     pub fn next_elem(&mut self, first: &mut bool) -> Result<bool> {
-        let b = self.peek()?;
-        if b == b']' {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(false);
-        }
-        if !*first {
-            if b != b',' {
-                return Err(self.err("expected `,` or `]`"));
-            }
-            self.pos += 1;
-            self.ws();
-        }
-        *first = false;
-        Ok(true)
+        let more = self.step(first, b']', "expected `,` or `]`")?;
+        self.ws();
+        Ok(more)
     }
 
     /// Reads a string value and decodes it.

@@ -123,40 +123,31 @@ pub fn restore_text(rules: &Rules, text: &str) -> String {
 
 /// Replaces `from` where it starts a name (not preceded by a letter, digit or `-`).
 fn replace_prefixes(s: &str, from: &str, to: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find(from) {
-        let before = rest[..i].chars().next_back().or_else(|| out.chars().next_back());
-        out.push_str(&rest[..i]);
-        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-') {
-            out.push_str(from);
-        } else {
-            out.push_str(to);
-        }
-        rest = &rest[i + from.len()..];
-    }
-    out.push_str(rest);
-    out
+    replace_where(s, from, to, |before, _| {
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
+    })
 }
 
+/// Replaces `from` where it is a whole name (a trailing `.` ending a sentence is not part of it).
 fn replace_words(s: &str, from: &str, to: &str) -> String {
-    let word =
-        |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_');
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    replace_where(s, from, to, |before, after| {
+        let mut chars = after.chars();
+        let next = chars.next();
+        let sentence_end = next == Some('.') && !word(chars.next());
+        !word(before) && !(word(next) && !sentence_end)
+    })
+}
+
+/// Replaces each `from` for which `ok(char before, text after)` holds.
+fn replace_where(s: &str, from: &str, to: &str, ok: impl Fn(Option<char>, &str) -> bool) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find(from) {
         let before = rest[..i].chars().next_back().or_else(|| out.chars().next_back());
-        let after = rest[i + from.len()..].chars().next();
-        // A trailing `.` is sentence punctuation, not a longer name.
-        let sentence_end = after == Some('.') && !word(rest[i + from.len() + 1..].chars().next());
-        let after_word = word(after) && !sentence_end;
         out.push_str(&rest[..i]);
-        if word(before) || after_word {
-            out.push_str(from);
-        } else {
-            out.push_str(to);
-        }
         rest = &rest[i + from.len()..];
+        out.push_str(if ok(before, rest) { to } else { from });
     }
     out.push_str(rest);
     out
