@@ -135,7 +135,8 @@ fn replace_words(s: &str, from: &str, to: &str) -> String {
         let mut chars = after.chars();
         let next = chars.next();
         let sentence_end = next == Some('.') && !word(chars.next());
-        !word(before) && !(word(next) && !sentence_end)
+        let longer_name = word(next) && !sentence_end;
+        !word(before) && !longer_name
     })
 }
 
