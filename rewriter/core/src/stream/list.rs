@@ -21,6 +21,8 @@ enum State {
     Item {
         first: bool,
     },
+    /// After a comma in `items`: an element must follow.
+    ItemValue,
     /// Inside an element of `items`.
     InItem,
     Done,
@@ -47,6 +49,8 @@ pub struct ListRewriter<'r> {
     kind: Option<String>,
     items_written: usize,
     items_dropped: usize,
+    /// Items written to the current `items` array (a body may repeat the key).
+    in_array: usize,
     /// An item cut short by the end of the input so far.
     pending: super::Pending,
 }
@@ -70,6 +74,7 @@ impl<'r> ListRewriter<'r> {
             kind: None,
             items_written: 0,
             items_dropped: 0,
+            in_array: 0,
             pending: super::Pending::default(),
         }
     }
@@ -196,6 +201,7 @@ impl<'r> ListRewriter<'r> {
                     self.key_raw = self.buf[key.start..key.end].to_vec();
                     self.pos = sc.pos();
                     if self.key == "items" && v == b'[' {
+                        self.in_array = 0;
                         out.extend_from_slice(&self.key_raw);
                         out.extend_from_slice(b":[");
                         self.pos += 1;
@@ -222,27 +228,21 @@ impl<'r> ListRewriter<'r> {
                         self.pos += 1;
                         out.push(b']');
                         self.state = State::Key { first: false };
-                        continue;
-                    }
-                    if !first {
-                        if b != b',' {
-                            return Err(self.err(self.pos, "expected `,` or `]`").into());
-                        }
-                        self.pos += 1;
-                        self.ws();
-                        if self.pos == self.buf.len() {
-                            // Come back for the element; remember the comma was read.
-                            self.state = State::Item { first: true };
-                            if self.items_written + self.items_dropped == 0 {
-                                return Err(self.err(self.pos, "expected a value").into());
-                            }
-                            return Ok(());
-                        }
+                    } else if first {
+                        self.state = State::ItemValue;
                     } else if b == b',' {
-                        if self.items_written + self.items_dropped == 0 {
-                            return Err(self.err(self.pos, "expected a value").into());
-                        }
-                        // Resumed after a comma that was already consumed: not valid here.
+                        self.pos += 1;
+                        self.state = State::ItemValue;
+                    } else {
+                        return Err(self.err(self.pos, "expected `,` or `]`").into());
+                    }
+                }
+                State::ItemValue => {
+                    self.ws();
+                    let Some(&b) = self.buf.get(self.pos) else {
+                        return Ok(());
+                    };
+                    if matches!(b, b']' | b',') {
                         return Err(self.err(self.pos, "expected a value").into());
                     }
                     self.start = self.pos;
@@ -385,9 +385,10 @@ impl<'r> ListRewriter<'r> {
         }
         match verdict {
             Verdict::Keep => {
-                if self.items_written > 0 {
+                if self.in_array > 0 {
                     out.push(b',');
                 }
+                self.in_array += 1;
                 w.edits.apply_range(raw, 0, len, out);
                 self.items_written += 1;
             }
