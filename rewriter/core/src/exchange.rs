@@ -273,8 +273,8 @@ impl Route {
         }
     }
 
-    /// The plan of the objects this request is about.
-    pub fn plan<'r>(&self, rules: &'r Rules) -> &'r crate::object::plan::Node {
+    /// What the objects this request is about are, for patches.
+    pub fn plan<'r>(&'r self, rules: &'r Rules) -> patch::PatchTarget<'r> {
         patch::plan_for(
             rules,
             self.context.group.as_deref().unwrap_or(""),

@@ -54,9 +54,24 @@ impl PatchType {
     }
 }
 
-/// The plan of objects of an original (`group`, `kind`).
-pub fn plan_for<'r>(rules: &'r Rules, group: &str, kind: &str) -> &'r Node {
-    rules.plans.get(group, kind)
+/// What a patch applies to: objects of an original (`group`, `kind`) and their plan.
+#[derive(Debug, Clone, Copy)]
+pub struct PatchTarget<'a> {
+    /// The kind's plan.
+    pub plan: &'a Node,
+    /// Original group.
+    pub group: &'a str,
+    /// Original kind.
+    pub kind: &'a str,
+}
+
+/// The target of patches to objects of an original (`group`, `kind`).
+pub fn plan_for<'a>(rules: &'a Rules, group: &'a str, kind: &'a str) -> PatchTarget<'a> {
+    PatchTarget {
+        plan: rules.plans.get(group, kind),
+        group,
+        kind,
+    }
 }
 
 /// Rewrites a patch body of type `ty` for objects with plan `plan`.
@@ -65,10 +80,11 @@ pub fn rewrite<'a>(
     dir: Direction,
     ty: PatchType,
     body: &'a [u8],
-    plan: &Node,
+    on: PatchTarget<'_>,
 ) -> Result<Cow<'a, [u8]>> {
+    let plan = on.plan;
     match ty {
-        PatchType::Json => json_patch(rules, dir, body, plan),
+        PatchType::Json => json_patch(rules, dir, body, on),
         PatchType::Merge | PatchType::Strategic => partial_object(rules, dir, body, plan),
         PatchType::Apply => {
             let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
@@ -107,7 +123,12 @@ fn partial_object<'a>(rules: &Rules, dir: Direction, body: &'a [u8], plan: &Node
 }
 
 /// Rewrites an RFC 6902 JSON Patch applying to objects with plan `plan`.
-pub fn json_patch<'a>(rules: &Rules, dir: Direction, body: &'a [u8], plan: &Node) -> Result<Cow<'a, [u8]>> {
+pub fn json_patch<'a>(
+    rules: &Rules,
+    dir: Direction,
+    body: &'a [u8],
+    on: PatchTarget<'_>,
+) -> Result<Cow<'a, [u8]>> {
     let mut w = Walker::new(rules, dir, body);
     if w.sc.peek()? != b'[' {
         return Err(Error::Patch("a JSON patch must be an array of operations".into()));
@@ -115,13 +136,14 @@ pub fn json_patch<'a>(rules: &Rules, dir: Direction, body: &'a [u8], plan: &Node
     w.sc.begin_array()?;
     let mut first = true;
     while w.sc.next_elem(&mut first)? {
-        op(&mut w, plan)?;
+        op(&mut w, on)?;
     }
     w.sc.end()?;
     Ok(w.output())
 }
 
-fn op(w: &mut Walker<'_, '_>, plan: &Node) -> Result<()> {
+fn op(w: &mut Walker<'_, '_>, on: PatchTarget<'_>) -> Result<()> {
+    let plan = on.plan;
     if w.sc.peek()? != b'{' {
         return Err(Error::Patch(format!(
             "operation at byte {} is not an object",
@@ -172,6 +194,24 @@ fn op(w: &mut Walker<'_, '_>, plan: &Node) -> Result<()> {
         match t {
             Target::Node(n) => w.node(n)?,
             Target::Leaf(l) => w.node(&Node::Leaf(l))?,
+            Target::Kind => {
+                // The object's own kind: renamed with the group the patch applies to.
+                let group = match w.dir {
+                    Direction::Rename => on.group,
+                    Direction::Restore => w.rules.rename_group(on.group).unwrap_or(on.group),
+                };
+                if let Some(s) = w.sc.string_or_skip()?
+                    && let (_, Some(k)) = crate::object::walk::rewrite_group_kind(
+                        w.rules,
+                        w.dir,
+                        Some(group),
+                        Some(&s.text),
+                        None,
+                    )
+                {
+                    w.edits.replace(s.start, s.end, quote(&k));
+                }
+            }
             Target::LabelValue(which, key) => {
                 if let Some(s) = w.sc.string_or_skip()? {
                     let rules = match which {
@@ -198,6 +238,8 @@ fn op(w: &mut Walker<'_, '_>, plan: &Node) -> Result<()> {
 enum Target<'p> {
     Node(&'p Node),
     Leaf(Leaf),
+    /// The object's own `kind`.
+    Kind,
     /// The value of a label (or annotation) whose original-side key is given.
     LabelValue(Which, String),
 }
@@ -256,6 +298,9 @@ fn pointer<'p>(
                 if o.gvk.is_some() && last && seg == "apiVersion" {
                     target = Some(Target::Leaf(Leaf::ApiVersion));
                     node = None;
+                } else if i == 0 && last && seg == "kind" {
+                    target = Some(Target::Kind);
+                    node = None;
                 } else {
                     node = o.child(seg);
                     if last {
@@ -286,7 +331,7 @@ fn names_of(rules: &Rules, w: Which) -> &crate::rules::NameRules {
 mod tests {
     use super::*;
 
-    fn vm_plan(rules: &Rules) -> &Node {
+    fn vm_plan(rules: &Rules) -> PatchTarget<'_> {
         plan_for(rules, "kubevirt.io", "VirtualMachine")
     }
 

@@ -44,13 +44,14 @@ pub struct ListRewriter<'r> {
     start: usize,
     /// Key of the envelope member being read.
     key: String,
-    key_raw: Vec<u8>,
     api_version: Option<String>,
     kind: Option<String>,
     items_written: usize,
     items_dropped: usize,
     /// Items written to the current `items` array (a body may repeat the key).
     in_array: usize,
+    /// Where the bytes between the previous item (or `[`) and the next one start.
+    sep: usize,
     /// An item cut short by the end of the input so far.
     pending: super::Pending,
 }
@@ -69,12 +70,12 @@ impl<'r> ListRewriter<'r> {
             framer: Framer::default(),
             start: 0,
             key: String::new(),
-            key_raw: Vec::new(),
             api_version: None,
             kind: None,
             items_written: 0,
             items_dropped: 0,
             in_array: 0,
+            sep: 0,
             pending: super::Pending::default(),
         }
     }
@@ -98,7 +99,9 @@ impl<'r> ListRewriter<'r> {
         self.run(out, false)?;
         // Forget consumed input; what remains is at most one partial member or item.
         let keep_from = match self.state {
-            State::Value | State::InItem => self.start,
+            State::Value => self.start,
+            // Separator bytes before the next item are written with it.
+            State::Item { .. } | State::ItemValue | State::InItem => self.sep,
             _ => self.pos,
         };
         if keep_from > 0 {
@@ -106,6 +109,7 @@ impl<'r> ListRewriter<'r> {
             self.base += keep_from;
             self.pos -= keep_from;
             self.start -= keep_from.min(self.start);
+            self.sep -= keep_from.min(self.sep);
             self.pending.shift(keep_from);
         }
         Ok(())
@@ -125,58 +129,51 @@ impl<'r> ListRewriter<'r> {
         Ok(())
     }
 
-    fn ws(&mut self) {
-        while let Some(&b) = self.buf.get(self.pos) {
-            if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
-                self.pos += 1;
-            } else {
-                break;
-            }
+    /// The first non-whitespace index at or after `p`.
+    fn ws_end(&self, mut p: usize) -> usize {
+        while matches!(self.buf.get(p), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            p += 1;
         }
+        p
     }
 
+    /// Runs the state machine over the buffered input. The envelope's bytes (whitespace,
+    /// separators, keys) are copied as they came; nothing is consumed until it is written.
     fn run(&mut self, out: &mut Vec<u8>, eof: bool) -> Result<()> {
         loop {
             match self.state {
                 State::Start => {
-                    self.ws();
-                    let Some(&b) = self.buf.get(self.pos) else {
+                    let p = self.ws_end(self.pos);
+                    let Some(&b) = self.buf.get(p) else {
                         return Ok(());
                     };
                     if b != b'{' {
-                        return Err(self.err(self.pos, "expected `{` at the start of a list").into());
+                        return Err(self.err(p, "expected `{` at the start of a list").into());
                     }
-                    self.pos += 1;
-                    out.push(b'{');
+                    out.extend_from_slice(&self.buf[self.pos..=p]);
+                    self.pos = p + 1;
                     self.state = State::Key { first: true };
                 }
                 State::Key { first } => {
-                    self.ws();
-                    let Some(&b) = self.buf.get(self.pos) else {
+                    let mut p = self.ws_end(self.pos);
+                    let Some(&b) = self.buf.get(p) else {
                         return Ok(());
                     };
                     if b == b'}' {
-                        self.pos += 1;
-                        out.push(b'}');
+                        out.extend_from_slice(&self.buf[self.pos..=p]);
+                        self.pos = p + 1;
                         self.state = State::Done;
                         continue;
                     }
-                    let mut p = self.pos;
                     if !first {
                         if b != b',' {
                             return Err(self.err(p, "expected `,` or `}`").into());
                         }
                         p += 1;
                     }
-                    // The key and its colon, read whole (keys are short).
+                    // The key, its colon and the start of its value, read whole (keys are short).
                     let mut sc = Scanner::with_base(&self.buf, self.base);
                     sc.seek(p);
-                    if sc.peek().is_err() {
-                        return Ok(());
-                    }
-                    if sc.peek()? != b'"' {
-                        return Err(self.err(sc.pos(), "expected a key").into());
-                    }
                     let key = match sc.string() {
                         Ok(k) => k,
                         Err(e) if e.eof => return Ok(()),
@@ -194,20 +191,18 @@ impl<'r> ListRewriter<'r> {
                         Err(e) => return Err(e.into()),
                         Ok(v) => v,
                     };
-                    if !first {
-                        out.push(b',');
-                    }
+                    let value_start = sc.pos();
                     self.key = key.text.into_owned();
-                    self.key_raw = self.buf[key.start..key.end].to_vec();
-                    self.pos = sc.pos();
                     if self.key == "items" && v == b'[' {
+                        out.extend_from_slice(&self.buf[self.pos..=value_start]);
+                        self.pos = value_start + 1;
+                        self.sep = self.pos;
                         self.in_array = 0;
-                        out.extend_from_slice(&self.key_raw);
-                        out.extend_from_slice(b":[");
-                        self.pos += 1;
                         self.state = State::Item { first: true };
                     } else {
-                        self.start = self.pos;
+                        out.extend_from_slice(&self.buf[self.pos..value_start]);
+                        self.pos = value_start;
+                        self.start = value_start;
                         self.state = State::Value;
                     }
                 }
@@ -220,32 +215,34 @@ impl<'r> ListRewriter<'r> {
                     self.state = State::Key { first: false };
                 }
                 State::Item { first } => {
-                    self.ws();
-                    let Some(&b) = self.buf.get(self.pos) else {
+                    let p = self.ws_end(self.pos);
+                    let Some(&b) = self.buf.get(p) else {
                         return Ok(());
                     };
                     if b == b']' {
-                        self.pos += 1;
-                        out.push(b']');
+                        out.extend_from_slice(&self.buf[self.sep..=p]);
+                        self.pos = p + 1;
                         self.state = State::Key { first: false };
                     } else if first {
+                        self.pos = p;
                         self.state = State::ItemValue;
                     } else if b == b',' {
-                        self.pos += 1;
+                        self.pos = p + 1;
                         self.state = State::ItemValue;
                     } else {
-                        return Err(self.err(self.pos, "expected `,` or `]`").into());
+                        return Err(self.err(p, "expected `,` or `]`").into());
                     }
                 }
                 State::ItemValue => {
-                    self.ws();
-                    let Some(&b) = self.buf.get(self.pos) else {
+                    let p = self.ws_end(self.pos);
+                    let Some(&b) = self.buf.get(p) else {
                         return Ok(());
                     };
                     if matches!(b, b']' | b',') {
-                        return Err(self.err(self.pos, "expected a value").into());
+                        return Err(self.err(p, "expected a value").into());
                     }
-                    self.start = self.pos;
+                    self.pos = p;
+                    self.start = p;
                     self.state = State::InItem;
                 }
                 State::InItem => {
@@ -264,11 +261,11 @@ impl<'r> ListRewriter<'r> {
                     }
                 }
                 State::Done => {
-                    let ws_start = self.pos;
-                    self.ws();
-                    out.extend_from_slice(&self.buf[ws_start..self.pos]);
-                    if self.pos < self.buf.len() {
-                        return Err(self.err(self.pos, "trailing characters").into());
+                    let p = self.ws_end(self.pos);
+                    out.extend_from_slice(&self.buf[self.pos..p]);
+                    self.pos = p;
+                    if p < self.buf.len() {
+                        return Err(self.err(p, "trailing characters").into());
                     }
                     return Ok(());
                 }
@@ -287,8 +284,6 @@ impl<'r> ListRewriter<'r> {
             sc.skip_value()?;
         }
         sc.end()?;
-        out.extend_from_slice(&self.key_raw);
-        out.push(b':');
         let new = match (self.key.as_str(), text) {
             ("apiVersion", Some(av)) => {
                 self.api_version = Some(av.clone());
@@ -385,8 +380,13 @@ impl<'r> ListRewriter<'r> {
         }
         match verdict {
             Verdict::Keep => {
-                if self.in_array > 0 {
-                    out.push(b',');
+                // The separator as it came; before the first item written, without its comma
+                // (the items before it were dropped).
+                let sep = &self.buf[self.sep..start];
+                if self.in_array == 0 {
+                    out.extend(sep.iter().filter(|&&b| b != b','));
+                } else {
+                    out.extend_from_slice(sep);
                 }
                 self.in_array += 1;
                 w.edits.apply_range(raw, 0, len, out);
@@ -394,6 +394,7 @@ impl<'r> ListRewriter<'r> {
             }
             Verdict::Excluded => self.items_dropped += 1,
         }
+        self.sep = start + len;
         Ok(Some(start + len))
     }
 }

@@ -24,13 +24,14 @@ mod watch;
 pub use list::ListRewriter;
 pub use watch::WatchRewriter;
 
-/// Looks at the start of a body: `Some(true)` when it is a list (a top-level `items` array),
+/// Looks at the start of a body (nothing read yet counts as too little to tell):
+/// `Some(true)` when it is a list (a top-level `items` array),
 /// `Some(false)` when it is complete or its top-level `kind` says it is not a list, `None` when
 /// more input is needed to tell.
 pub fn sniff_list(prefix: &[u8]) -> Option<bool> {
     let mut sc = crate::json::Scanner::new(prefix);
-    if sc.begin_object().is_err() {
-        return Some(false);
+    if let Err(e) = sc.begin_object() {
+        return if e.eof { None } else { Some(false) };
     }
     let mut first = true;
     loop {
@@ -104,5 +105,22 @@ impl Pending {
         if let Some(at) = self.at.as_mut() {
             *at -= n.min(*at);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sniff_list;
+
+    #[test]
+    fn sniffing_waits_for_enough_input() {
+        assert_eq!(sniff_list(b""), None);
+        assert_eq!(sniff_list(b"  "), None);
+        assert_eq!(sniff_list(br#"{"apiVersion":"v1","ite"#), None);
+        assert_eq!(sniff_list(br#"{"apiVersion":"v1","items":["#), Some(true));
+        assert_eq!(sniff_list(br#"{"kind":"Table","rows":["#), Some(false));
+        assert_eq!(sniff_list(br#"{"kind":"PodList","#), None);
+        assert_eq!(sniff_list(b"[1]"), Some(false));
+        assert_eq!(sniff_list(br#"{"a":1}"#), Some(false));
     }
 }

@@ -1,0 +1,156 @@
+//! The rewrite engine against serde_json baselines, on the same bytes, in one run.
+//!
+//! * `list/*`: a LIST of 10,000 VirtualMachines (about 50 MB) as the server sends it.
+//! * `watch/*`: 20,000 `MODIFIED` events (NDJSON) of the same VMs.
+//! * `object/*`: one VM, both directions.
+//!
+//! Each group has `value` (serde_json `Value` parse + serialize), `scan` (serde_json
+//! `IgnoredAny`: a validating scan) and `restore` (our streaming rewriter fed 64 KiB chunks).
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{
+    BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main, measurement::WallTime,
+};
+use kube_api_rewriter::object::{self, Context};
+use kube_api_rewriter::stream::{ListRewriter, WatchRewriter};
+use kube_api_rewriter::{Direction, Rules};
+use kube_api_rewriter_benches as data;
+
+const CHUNK: usize = 64 * 1024;
+const LIST_ITEMS: usize = 10_000;
+const WATCH_EVENTS: usize = 20_000;
+
+fn group<'a>(c: &'a mut Criterion, name: &str, bytes: usize) -> BenchmarkGroup<'a, WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8));
+    g.throughput(Throughput::Bytes(bytes as u64));
+    g
+}
+
+fn baselines(g: &mut BenchmarkGroup<'_, WallTime>, body: &[u8], ndjson: bool) {
+    g.bench_function("value_roundtrip", |b| {
+        b.iter(|| {
+            if ndjson {
+                let mut out = Vec::with_capacity(body.len());
+                for v in serde_json::Deserializer::from_slice(body).into_iter::<serde_json::Value>() {
+                    serde_json::to_writer(&mut out, &v.unwrap()).unwrap();
+                    out.push(b'\n');
+                }
+                black_box(out.len())
+            } else {
+                let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+                black_box(serde_json::to_vec(&v).unwrap().len())
+            }
+        })
+    });
+    g.bench_function("ignored_any_scan", |b| {
+        b.iter(|| {
+            if ndjson {
+                let mut n = 0;
+                for r in serde_json::Deserializer::from_slice(body).into_iter::<serde::de::IgnoredAny>() {
+                    r.unwrap();
+                    n += 1;
+                }
+                black_box(n)
+            } else {
+                black_box(serde_json::from_slice::<serde::de::IgnoredAny>(body).unwrap());
+                0
+            }
+        })
+    });
+}
+
+fn list(c: &mut Criterion) {
+    let rules = Rules::builtin_kubevirt();
+    let body = data::list(LIST_ITEMS, 42);
+    eprintln!(
+        "list: {} items, {} bytes ({:.1} MB)",
+        LIST_ITEMS,
+        body.len(),
+        body.len() as f64 / 1e6
+    );
+    let mut g = group(c, "list", body.len());
+    baselines(&mut g, &body, false);
+    g.bench_function("restore_stream_64k", |b| {
+        let mut out = Vec::with_capacity(body.len() + body.len() / 8);
+        b.iter(|| {
+            out.clear();
+            let mut lr = ListRewriter::new(&rules, Direction::Restore, Context::default());
+            for piece in body.chunks(CHUNK) {
+                lr.feed(piece, &mut out).unwrap();
+            }
+            lr.finish(&mut out).unwrap();
+            black_box(out.len())
+        })
+    });
+    g.finish();
+}
+
+fn watch(c: &mut Criterion) {
+    let rules = Rules::builtin_kubevirt();
+    let body = data::watch(WATCH_EVENTS, 43);
+    eprintln!(
+        "watch: {} events, {} bytes ({:.1} MB)",
+        WATCH_EVENTS,
+        body.len(),
+        body.len() as f64 / 1e6
+    );
+    let mut g = group(c, "watch", body.len());
+    baselines(&mut g, &body, true);
+    g.bench_function("restore_stream_64k", |b| {
+        let mut out = Vec::with_capacity(body.len());
+        b.iter(|| {
+            out.clear();
+            let mut wr = WatchRewriter::new(&rules, Direction::Restore, Context::default());
+            for piece in body.chunks(CHUNK) {
+                wr.feed(piece, &mut out).unwrap();
+            }
+            wr.finish(&mut out).unwrap();
+            black_box(out.len())
+        })
+    });
+    g.finish();
+}
+
+fn single(c: &mut Criterion) {
+    let rules = Rules::builtin_kubevirt();
+    let server = data::vm_bytes(&mut data::Rng::new(44), 1);
+    let client = object::rewrite(&rules, Direction::Restore, &server, &Context::default())
+        .unwrap()
+        .bytes()
+        .unwrap()
+        .to_vec();
+    let mut g = c.benchmark_group("object");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    g.throughput(Throughput::Bytes(server.len() as u64));
+    g.bench_function("value_roundtrip", |b| {
+        b.iter(|| {
+            let v: serde_json::Value = serde_json::from_slice(&server).unwrap();
+            black_box(serde_json::to_vec(&v).unwrap())
+        })
+    });
+    g.bench_function("ignored_any_scan", |b| {
+        b.iter(|| black_box(serde_json::from_slice::<serde::de::IgnoredAny>(&server).unwrap()))
+    });
+    g.bench_function("restore", |b| {
+        b.iter(|| {
+            black_box(object::rewrite(&rules, Direction::Restore, &server, &Context::default()).unwrap())
+        })
+    });
+    g.throughput(Throughput::Bytes(client.len() as u64));
+    g.bench_function("rename", |b| {
+        b.iter(|| {
+            black_box(object::rewrite(&rules, Direction::Rename, &client, &Context::default()).unwrap())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, list, watch, single);
+criterion_main!(benches);
