@@ -38,6 +38,8 @@ const MAX_SNIFF: usize = 4 << 20;
 const CHANNEL_DEPTH: usize = 4;
 /// LIST output is sent once this much is ready (watch events go one by one).
 const LIST_CHUNK: usize = 64 << 10;
+/// Watch events that have already arrived are sent together up to this much.
+const WATCH_BATCH: usize = 64 << 10;
 
 /// What the response path needs to know about a request.
 #[derive(Clone)]
@@ -394,7 +396,9 @@ impl Out {
                 data.clear();
                 std::mem::take(e.get_mut())
             }
-            None => std::mem::take(data),
+            // Hand the bytes over and keep a buffer of the same size, so the next item or event
+            // is not written into an empty Vec that grows by reallocating.
+            None => take_keeping_capacity(data),
         };
         if bytes.is_empty() {
             return true;
@@ -453,21 +457,34 @@ async fn pump(
     }
     drop(initial);
     loop {
-        if !buf.is_empty() && (watch || buf.len() >= LIST_CHUNK) && !out.send(&mut buf, watch).await {
-            return; // The client went away: dropping `upstream` cancels the request.
-        }
-        let frame = tokio::select! {
-            biased;
-            _ = out.tx.closed() => return,
-            _ = &mut stop, if watch => {
-                // Shutdown: end the watch cleanly after the last whole event; the client re-watches.
-                ctx.rewrote(true, cpu);
-                if out.send(&mut buf, true).await {
-                    out.close().await;
+        // Watch events leave as soon as upstream has nothing more at hand: events that have
+        // already arrived are taken first and sent together (one channel hand-off and one write
+        // for several events instead of one each), but none waits for a later one.
+        let at_hand = if watch && !buf.is_empty() && buf.len() < WATCH_BATCH {
+            frame_at_hand(&mut upstream).await
+        } else {
+            None
+        };
+        let frame = match at_hand {
+            Some(f) => f,
+            None => {
+                if !buf.is_empty() && (watch || buf.len() >= LIST_CHUNK) && !out.send(&mut buf, watch).await {
+                    return; // The client went away: dropping `upstream` cancels the request.
                 }
-                return;
+                tokio::select! {
+                    biased;
+                    _ = out.tx.closed() => return,
+                    _ = &mut stop, if watch => {
+                        // Shutdown: end the watch cleanly after the last whole event; the client re-watches.
+                        ctx.rewrote(true, cpu);
+                        if out.send(&mut buf, true).await {
+                            out.close().await;
+                        }
+                        return;
+                    }
+                    f = upstream.frame() => f,
+                }
             }
-            f = upstream.frame() => f,
         };
         let data = match frame {
             None => {
@@ -533,6 +550,24 @@ async fn pump(
     }
 }
 
+/// The next frame of `body` if it is ready now; `None` when it would have to be waited for.
+async fn frame_at_hand<B>(body: &mut B) -> Option<Option<Result<http_body::Frame<Bytes>, B::Error>>>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    std::future::poll_fn(|cx| match std::pin::Pin::new(&mut *body).poll_frame(cx) {
+        std::task::Poll::Ready(f) => std::task::Poll::Ready(Some(f)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
+}
+
+/// Takes the contents of `data`, leaving it empty with the same capacity.
+fn take_keeping_capacity(data: &mut Vec<u8>) -> Vec<u8> {
+    let cap = data.capacity();
+    std::mem::replace(data, Vec::with_capacity(cap))
+}
+
 /// Push-style gzip decoding.
 struct Gunzip {
     dec: MultiGzDecoder<Vec<u8>>,
@@ -555,5 +590,58 @@ impl Gunzip {
         let mut rest = self.dec.finish()?;
         out.append(&mut rest);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sending_keeps_the_buffer_capacity() {
+        let mut buf = Vec::with_capacity(8192);
+        buf.extend_from_slice(&[b'x'; 5000]);
+        let sent = take_keeping_capacity(&mut buf);
+        assert_eq!(sent.len(), 5000);
+        assert!(buf.is_empty());
+        assert!(buf.capacity() >= 8192, "{}", buf.capacity());
+    }
+
+    #[tokio::test]
+    async fn frames_at_hand_are_taken_without_waiting() {
+        let (tx, mut rx) = body::channel(4);
+        assert!(frame_at_hand(&mut rx).await.is_none(), "nothing sent yet");
+        tx.send(Ok(Bytes::from_static(b"{}\n"))).await.expect("send");
+        tx.send(Ok(Bytes::from_static(b"[]\n"))).await.expect("send");
+        for want in [&b"{}\n"[..], b"[]\n"] {
+            let f = frame_at_hand(&mut rx).await.expect("ready").expect("a frame");
+            assert_eq!(f.expect("data").into_data().expect("data"), want);
+        }
+        assert!(frame_at_hand(&mut rx).await.is_none(), "would wait");
+        drop(tx);
+        assert!(
+            matches!(frame_at_hand(&mut rx).await, Some(None)),
+            "the end is at hand"
+        );
+    }
+
+    #[tokio::test]
+    async fn out_send_keeps_the_buffer_capacity() {
+        let (tx, mut rx) = body::channel(4);
+        let mut out = Out { tx, enc: None };
+        let mut buf = Vec::with_capacity(LIST_CHUNK * 2);
+        for round in 0..3u8 {
+            buf.extend_from_slice(&[round; 1000]);
+            assert!(out.send(&mut buf, true).await);
+            assert!(buf.is_empty() && buf.capacity() >= LIST_CHUNK * 2);
+        }
+        drop(out);
+        let mut n = 0;
+        while let Some(f) = rx.frame().await {
+            let b = f.expect("a frame").into_data().expect("data");
+            assert_eq!(b.len(), 1000);
+            n += 1;
+        }
+        assert_eq!(n, 3);
     }
 }

@@ -1,0 +1,524 @@
+//! On the wire, end to end: gzip from the real kube-apiserver, client certificates to it,
+//! HTTP/2 to an upstream that offers it (an in-process TLS test double with ALPN), and a full
+//! AdmissionReview round trip through the webhook proxy to a TLS webhook test double.
+
+mod common;
+
+use std::convert::Infallible;
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use kube_api_rewriter_proxy::tls::{self, ReloadingCert};
+use tokio_rustls::TlsAcceptor;
+
+const INTERNAL: &str = "internal.virtualization.deckhouse.io";
+
+fn json(s: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(s).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(s)))
+}
+
+/// `curl -sS -D HEADERS -o BODY ARGS...`: (lower-cased headers, body).
+fn curl_full(dir: &Path, args: &[&str]) -> (String, Vec<u8>) {
+    let h = dir.join("curl.headers");
+    let b = dir.join("curl.body");
+    let mut all = vec![
+        "-sS",
+        "-D",
+        h.to_str().expect("utf-8"),
+        "-o",
+        b.to_str().expect("utf-8"),
+    ];
+    all.extend_from_slice(args);
+    ok(&curl(&all));
+    (
+        std::fs::read_to_string(&h).expect("headers").to_ascii_lowercase(),
+        std::fs::read(&b).expect("body"),
+    )
+}
+
+fn gunzip(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(b)
+        .read_to_end(&mut out)
+        .expect("a gzip body");
+    out
+}
+
+fn vm_doc(name: &str, pad: usize) -> String {
+    format!(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: {name}\n  namespace: default\n  labels:\n    kubevirt.io/vm: {name}\n  annotations:\n    kubevirt.io/pad: \"{}\"\nspec:\n  running: false\n  template:\n    metadata:\n      labels: {{kubevirt.io/domain: {name}}}\n    spec:\n      domain:\n        devices: {{}}\n        resources: {{requests: {{memory: 64Mi}}}}\n---\n",
+        "x".repeat(pad)
+    )
+}
+
+fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut c = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl");
+    c.stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    c.wait_with_output().expect("kubectl ends")
+}
+
+/// A client certificate signed by the control plane's CA (the apiserver's `--client-ca-file`).
+fn client_cert(pki: &Path, out: &Path, name: &str, subject: &str) -> (String, String) {
+    let key = out.join(format!("{name}.key"));
+    let csr = out.join(format!("{name}.csr"));
+    let crt = out.join(format!("{name}.crt"));
+    let ext = out.join("client.ext");
+    std::fs::write(
+        &ext,
+        "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n",
+    )
+    .expect("ext");
+    let p = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    openssl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-subj",
+        subject,
+        "-keyout",
+        &p(&key),
+        "-out",
+        &p(&csr),
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &p(&csr),
+        "-CA",
+        &p(&pki.join("ca.crt")),
+        "-CAkey",
+        &p(&pki.join("ca.key")),
+        "-CAserial",
+        &p(&out.join("test.srl")),
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        &p(&ext),
+        "-out",
+        &p(&crt),
+    ]);
+    (p(&crt), p(&key))
+}
+
+#[test]
+fn gzip_and_client_certificates_against_kube_apiserver() {
+    let cp = ControlPlane::up_with_apiserver_args(|dir| {
+        format!("--client-ca-file={}", dir.join("pki/ca.crt").display())
+    });
+    let dir = cp.dir.clone();
+    let p = ProxyProc::start(&dir, &[("KUBECONFIG", cp.kubeconfig())]);
+    let direct = cp.get("KUBE_APISERVER_URL").to_owned();
+    let ca = cp.get("KUBE_CA_FILE").to_owned();
+    let admin = format!("Authorization: Bearer {}", cp.get("ADMIN_TOKEN"));
+
+    let gzip = || {
+        ok(&p.kubectl(&[
+            "apply",
+            "-f",
+            &format!(
+                "{}/original-k8s-1.20/virtualmachines.yaml",
+                crd_fixtures().display()
+            ),
+        ]));
+        p.wait_until(Duration::from_secs(20), |p| {
+            p.kubectl(&["get", "vm"]).status.success()
+        });
+        // One VM over 128 KiB (kube-apiserver gzips bodies from 128 KiB when asked), two small.
+        let docs = format!(
+            "{}{}{}",
+            vm_doc("big", 150 << 10),
+            vm_doc("small-a", 10),
+            vm_doc("small-b", 10)
+        );
+        ok(&kubectl_stdin(&p.kubeconfig, &["create", "-f", "-"], &docs));
+
+        // Upstream really gzips these (otherwise this test proves nothing).
+        let (h, _) = curl_full(
+            &dir,
+            &[
+                "--cacert",
+                &ca,
+                "-H",
+                &admin,
+                "-H",
+                "Accept-Encoding: gzip",
+                &format!(
+                    "{direct}/apis/{INTERNAL}/v1/namespaces/default/internalvirtualizationvirtualmachines"
+                ),
+            ],
+        );
+        assert!(
+            h.contains("content-encoding: gzip"),
+            "upstream did not gzip:\n{h}"
+        );
+
+        let check_list = |body: &[u8]| {
+            let v = json(body);
+            assert_eq!(v["kind"], "VirtualMachineList");
+            let items = v["items"].as_array().expect("items");
+            assert_eq!(items.len(), 3, "{v}");
+            for i in items {
+                assert_eq!(i["apiVersion"], "kubevirt.io/v1");
+                assert_eq!(i["kind"], "VirtualMachine");
+                assert!(i["metadata"]["labels"]["kubevirt.io/vm"].is_string(), "{i}");
+                assert!(i["metadata"]["annotations"]["kubevirt.io/pad"].is_string());
+            }
+            assert!(memchr::memmem::find(body, INTERNAL.as_bytes()).is_none());
+        };
+        let list = p.url("/apis/kubevirt.io/v1/namespaces/default/virtualmachines");
+        // A client that accepts gzip gets gzip (a streamed LIST)...
+        let (h, b) = curl_full(&dir, &["-H", "Accept-Encoding: gzip", &list]);
+        assert!(h.starts_with("http/1.1 200"), "{h}");
+        assert!(h.contains("content-encoding: gzip"), "{h}");
+        check_list(&gunzip(&b));
+        // ...and a whole object too.
+        let one = p.url("/apis/kubevirt.io/v1/namespaces/default/virtualmachines/big");
+        let (h, b) = curl_full(&dir, &["-H", "Accept-Encoding: gzip", &one]);
+        assert!(h.contains("content-encoding: gzip"), "{h}");
+        let v = json(&gunzip(&b));
+        assert_eq!(v["kind"], "VirtualMachine");
+        assert_eq!(v["metadata"]["labels"]["kubevirt.io/vm"], "big");
+        // A client that does not gets plain JSON.
+        let (h, b) = curl_full(&dir, &[&list]);
+        assert!(!h.contains("content-encoding"), "{h}");
+        check_list(&b);
+        let (h, b) = curl_full(&dir, &[&one]);
+        assert!(!h.contains("content-encoding"), "{h}");
+        assert_eq!(json(&b)["kind"], "VirtualMachine");
+    };
+
+    let client_certificates = || {
+        let pki = dir.join("pki");
+        let certs = dir.join("client-certs");
+        std::fs::create_dir_all(&certs).expect("dir");
+        // admin in system:masters, by file paths.
+        let (crt, key) = client_cert(&pki, &certs, "admin", "/O=system:masters/CN=admin");
+        let kc = dir.join("cert.kubeconfig");
+        std::fs::write(
+            &kc,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {direct}\n    certificate-authority: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate: {crt}\n    client-key: {key}\ncontexts:\n- name: c\n  context: {{cluster: c, user: admin}}\ncurrent-context: c\n"
+            ),
+        )
+        .expect("kubeconfig");
+        let pc = ProxyProc::start(&dir, &[("KUBECONFIG", kc.to_str().expect("utf-8"))]);
+        let out = ok(&pc.kubectl(&["get", "ns", "-o", "name"]));
+        assert!(out.contains("namespace/default"), "{out}");
+        let vms = ok(&pc.kubectl(&["get", "vm", "-o", "name"]));
+        assert!(vms.contains("virtualmachine.kubevirt.io/small-a"), "{vms}");
+
+        // A user without groups, inline data: the identity is the certificate's.
+        let (crt, key) = client_cert(&pki, &certs, "cert-user", "/CN=cert-user");
+        let b64 = |p: &str| base64::engine::general_purpose::STANDARD.encode(std::fs::read(p).expect("read"));
+        let kc = dir.join("cert-user.kubeconfig");
+        std::fs::write(
+            &kc,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {direct}\n    certificate-authority: {ca}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n",
+                b64(&crt),
+                b64(&key)
+            ),
+        )
+        .expect("kubeconfig");
+        let pu = ProxyProc::start(&dir, &[("KUBECONFIG", kc.to_str().expect("utf-8"))]);
+        let (h, b) = curl_full(&dir, &[&pu.url("/api/v1/namespaces")]);
+        assert!(h.starts_with("http/1.1 403"), "{h}");
+        let msg = String::from_utf8_lossy(&b);
+        assert!(msg.contains("User \\\"cert-user\\\""), "{msg}");
+        let log = pc.logs() + &pu.logs();
+        assert!(!log.contains("PRIVATE KEY"), "key material in the log");
+    };
+
+    run_cases(&[("gzip", &gzip), ("client_certificates", &client_certificates)]);
+}
+
+// ------------------------------------------------------------------------------------ TLS doubles
+
+/// What a TLS test double saw: HTTP version, path with query, body.
+#[derive(Debug, Clone)]
+struct Seen {
+    version: http::Version,
+    path: String,
+    body: Bytes,
+}
+
+type Handler = fn(&Seen) -> (StatusCode, String);
+
+fn self_signed(dir: &Path, cn: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    std::fs::create_dir_all(dir).expect("dir");
+    let (crt, key) = (dir.join(format!("{cn}.crt")), dir.join(format!("{cn}.key")));
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        &format!("/CN={cn}"),
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        "-keyout",
+        key.to_str().expect("utf-8"),
+        "-out",
+        crt.to_str().expect("utf-8"),
+    ]);
+    (crt, key)
+}
+
+/// An in-process TLS server (HTTP/2 and HTTP/1.1 by ALPN) answering with `handler`.
+fn tls_double(dir: &Path, handler: Handler) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+    tls::install_default_provider();
+    let (crt, key) = self_signed(dir, "double");
+    let rc = ReloadingCert::load(&crt, &key).expect("certificate");
+    let acc = TlsAcceptor::from(Arc::new(tls::server_config(rc).expect("server config")));
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    l.set_nonblocking(true).expect("nonblocking");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("rt");
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).expect("listener");
+            loop {
+                let Ok((s, _)) = l.accept().await else { continue };
+                let (acc, seen) = (acc.clone(), Arc::clone(&seen2));
+                tokio::spawn(async move {
+                    let Ok(s) = acc.accept(s).await else { return };
+                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        let seen = Arc::clone(&seen);
+                        async move {
+                            let version = req.version();
+                            let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+                            let body = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|c| c.to_bytes())
+                                .unwrap_or_default();
+                            let s = Seen { version, path, body };
+                            let (code, text) = handler(&s);
+                            seen.lock().expect("lock").push(s);
+                            let mut r = Response::new(Full::new(Bytes::from(text)));
+                            *r.status_mut() = code;
+                            r.headers_mut()
+                                .insert("content-type", "application/json".parse().expect("hv"));
+                            Ok::<_, Infallible>(r)
+                        }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(s), svc)
+                        .await;
+                });
+            }
+        });
+    });
+    (addr, seen)
+}
+
+fn h2_handler(s: &Seen) -> (StatusCode, String) {
+    if s.path.contains("/exec") {
+        // An upgrade the double refuses: the proxy passes the refusal through.
+        return (
+            StatusCode::BAD_REQUEST,
+            r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":400}"#.into(),
+        );
+    }
+    (
+        StatusCode::OK,
+        r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}"#.into(),
+    )
+}
+
+#[test]
+fn http2_to_an_upstream_that_offers_it() {
+    let dir = temp_dir("h2");
+    let (addr, seen) = tls_double(&dir.join("double"), h2_handler);
+    let kc = dir.join("double.kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: d\n  cluster:\n    server: https://{addr}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: doubletoken\ncontexts:\n- name: d\n  context: {{cluster: d, user: u}}\ncurrent-context: d\n"
+        ),
+    )
+    .expect("kubeconfig");
+    let p = ProxyProc::start(&dir, &[("KUBECONFIG", kc.to_str().expect("utf-8"))]);
+    let s = ok(&curl(&[
+        "-sS",
+        "--http1.1",
+        &p.url("/api/v1/namespaces/default/configmaps"),
+    ]));
+    assert!(s.contains("ConfigMapList"), "{s}");
+    // Upgrades go over their own HTTP/1.1 connection.
+    let o = curl(&[
+        "-sS",
+        "--http1.1",
+        "-H",
+        "Connection: Upgrade",
+        "-H",
+        "Upgrade: websocket",
+        "-H",
+        "Sec-WebSocket-Version: 13",
+        "-H",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        &p.url("/api/v1/namespaces/default/pods/p/exec?command=sh"),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("\"code\":400"),
+        "{o:?}"
+    );
+    let seen = seen.lock().expect("lock").clone();
+    let cm: Vec<_> = seen.iter().filter(|s| s.path.contains("/configmaps")).collect();
+    assert_eq!(cm.len(), 1, "{seen:?}");
+    assert_eq!(cm[0].version, http::Version::HTTP_2, "{seen:?}");
+    let exec: Vec<_> = seen.iter().filter(|s| s.path.contains("/exec")).collect();
+    assert_eq!(exec.len(), 1, "{seen:?}");
+    assert_eq!(exec[0].version, http::Version::HTTP_11, "{seen:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn webhook_handler(s: &Seen) -> (StatusCode, String) {
+    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap_or_default();
+    let uid = v["request"]["uid"].as_str().unwrap_or("").to_owned();
+    let patch = base64::engine::general_purpose::STANDARD
+        .encode(r#"[{"op":"add","path":"/metadata/labels/kubevirt.io~1x","value":"y"}]"#);
+    let resp = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch},
+    });
+    (StatusCode::OK, resp.to_string())
+}
+
+#[test]
+fn admission_review_round_trip_through_the_webhook_proxy() {
+    let dir = temp_dir("admission");
+    let (addr, seen) = tls_double(&dir.join("double"), webhook_handler);
+    let (crt, key) = self_signed(&dir.join("listener"), "webhook-proxy");
+    let port = free_port();
+    let p = ProxyProc::start(
+        &dir,
+        &[
+            ("CLIENT_PROXY", "no"),
+            ("WEBHOOK_ADDRESS", &format!("https://{addr}")),
+            ("WEBHOOK_SERVER_NAME", "localhost"),
+            ("WEBHOOK_LISTEN_ADDRESS", "127.0.0.1"),
+            ("WEBHOOK_LISTEN_PORT", &port.to_string()),
+            ("WEBHOOK_CERT_FILE", crt.to_str().expect("utf-8")),
+            ("WEBHOOK_KEY_FILE", key.to_str().expect("utf-8")),
+        ],
+    );
+    // What kube-apiserver sends for the renamed resource.
+    let gvk = serde_json::json!({"group": INTERNAL, "version": "v1", "kind": "InternalVirtualizationVirtualMachine"});
+    let gvr = serde_json::json!({"group": INTERNAL, "version": "v1", "resource": "internalvirtualizationvirtualmachines"});
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0d9f3c1e-1111-2222-3333-444455556666",
+            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "name": "vm1", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "admin", "groups": ["system:masters"]},
+            "object": {
+                "apiVersion": format!("{INTERNAL}/v1"),
+                "kind": "InternalVirtualizationVirtualMachine",
+                "metadata": {"name": "vm1", "namespace": "default",
+                    "labels": {"kubevirt.internal.virtualization.deckhouse.io/vm": "vm1"}},
+                "spec": {"running": false},
+            },
+            "oldObject": null, "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    });
+    let body = review.to_string();
+    let (h, b) = curl_full(
+        &dir,
+        &[
+            "-k",
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            &body,
+            &format!("https://127.0.0.1:{port}/virtualmachines-mutate?timeout=10s"),
+        ],
+    );
+    assert!(
+        h.starts_with("http/1.1 200") || h.starts_with("http/2 200"),
+        "{h}\n{}",
+        p.logs()
+    );
+
+    // The webhook got the original names, and the query.
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].path, "/virtualmachines-mutate?timeout=10s");
+    let got = json(&seen[0].body);
+    let r = &got["request"];
+    assert_eq!(r["kind"]["group"], "kubevirt.io", "{got}");
+    assert_eq!(r["kind"]["kind"], "VirtualMachine", "{got}");
+    assert_eq!(r["resource"]["resource"], "virtualmachines", "{got}");
+    assert_eq!(r["object"]["apiVersion"], "kubevirt.io/v1", "{got}");
+    assert_eq!(r["object"]["kind"], "VirtualMachine", "{got}");
+    assert_eq!(
+        r["object"]["metadata"]["labels"]["kubevirt.io/vm"], "vm1",
+        "{got}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&seen[0].body).contains(INTERNAL),
+        "{got}"
+    );
+
+    // kube-apiserver gets the patch in renamed terms.
+    let out = json(&b);
+    let resp = &out["response"];
+    assert_eq!(resp["uid"], "0d9f3c1e-1111-2222-3333-444455556666", "{out}");
+    assert_eq!(resp["allowed"], true, "{out}");
+    assert_eq!(resp["patchType"], "JSONPatch", "{out}");
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(resp["patch"].as_str().expect("patch"))
+        .expect("base64");
+    let patch = json(&patch);
+    assert_eq!(
+        patch,
+        serde_json::json!([{"op": "add", "path": "/metadata/labels/kubevirt.internal.virtualization.deckhouse.io~1x", "value": "y"}]),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
