@@ -1,24 +1,43 @@
 //! Byte-span edits over a document, applied in one pass so that untouched bytes are copied as is.
 
-/// Replaces `input[start..end]` with `text`.
+/// Replaces `input[start..end]` with the edit's bytes in the arena.
 #[derive(Debug, Clone)]
-pub struct Edit {
-    /// Start of the replaced span.
-    pub start: usize,
-    /// End of the replaced span.
-    pub end: usize,
-    /// Replacement bytes.
-    pub text: Vec<u8>,
+struct Edit {
+    start: usize,
+    end: usize,
+    /// The replacement: `arena[text.0..text.1]`.
+    text: (usize, usize),
 }
 
-/// Edits collected while walking a document. Spans never overlap.
+/// Edits collected while walking a document. Spans never overlap. Replacement bytes share one
+/// buffer, so recording an edit does not allocate.
 #[derive(Debug, Default)]
-pub struct Edits(Vec<Edit>);
+pub struct Edits {
+    edits: Vec<Edit>,
+    arena: Vec<u8>,
+}
 
 impl Edits {
     /// Records an edit.
     pub fn replace(&mut self, start: usize, end: usize, text: Vec<u8>) {
-        self.0.push(Edit { start, end, text });
+        let from = self.arena.len();
+        self.arena.extend_from_slice(&text);
+        self.edits.push(Edit {
+            start,
+            end,
+            text: (from, self.arena.len()),
+        });
+    }
+
+    /// Records an edit whose replacement is `s` as a JSON string.
+    pub fn replace_quoted(&mut self, start: usize, end: usize, s: &str) {
+        let from = self.arena.len();
+        super::scan::write_str(&mut self.arena, s);
+        self.edits.push(Edit {
+            start,
+            end,
+            text: (from, self.arena.len()),
+        });
     }
 
     /// Removes a span.
@@ -26,27 +45,33 @@ impl Edits {
         self.replace(start, end, Vec::new());
     }
 
+    /// Forgets every edit, keeping the buffers for reuse.
+    pub fn clear(&mut self) {
+        self.edits.clear();
+        self.arena.clear();
+    }
+
     /// Number of edits (a mark for [`Edits::truncate`]).
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.edits.len()
     }
 
     /// True when nothing was edited.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.edits.is_empty()
     }
 
     /// Forgets edits recorded after `mark`.
     pub fn truncate(&mut self, mark: usize) {
-        self.0.truncate(mark);
+        self.edits.truncate(mark);
     }
 
     /// Drops edits inside `[start, end)` recorded after `mark`.
     pub fn discard_within(&mut self, mark: usize, start: usize, end: usize) {
         let mut i = mark;
-        while i < self.0.len() {
-            if self.0[i].start >= start && self.0[i].end <= end {
-                self.0.remove(i);
+        while i < self.edits.len() {
+            if self.edits[i].start >= start && self.edits[i].end <= end {
+                self.edits.remove(i);
             } else {
                 i += 1;
             }
@@ -55,11 +80,11 @@ impl Edits {
 
     /// Writes `input[from..to]` with the edits applied into `out`.
     pub fn apply_range(&mut self, input: &[u8], from: usize, to: usize, out: &mut Vec<u8>) {
-        self.0.sort_by_key(|e| e.start);
+        self.edits.sort_by_key(|e| e.start);
         let mut at = from;
-        for e in self.0.iter().filter(|e| e.start >= from && e.end <= to) {
+        for e in self.edits.iter().filter(|e| e.start >= from && e.end <= to) {
             out.extend_from_slice(&input[at..e.start]);
-            out.extend_from_slice(&e.text);
+            out.extend_from_slice(&self.arena[e.text.0..e.text.1]);
             at = e.end;
         }
         out.extend_from_slice(&input[at..to]);

@@ -50,8 +50,8 @@ impl<'r, 'a> Walker<'r, 'a> {
             field: "response.patch",
             source,
         })?;
-        let (group, kind) = self.kind_hint.clone().unwrap_or_default();
-        let target = crate::patch::plan_for(self.rules, &group, &kind);
+        let (group, kind) = self.kind_hint.unwrap_or_default();
+        let target = crate::patch::plan_for(self.rules, group, kind);
         let out = crate::patch::json_patch(self.rules, self.dir, &raw, target)?;
         if out.as_ref() != raw.as_slice() {
             self.edits

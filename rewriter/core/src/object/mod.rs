@@ -63,7 +63,7 @@ pub fn rewrite<'a>(rules: &Rules, dir: Direction, input: &'a [u8], ctx: &Context
     let mut w = Walker::new(rules, dir, input);
     w.group_hint = ctx.group.as_deref();
     if let (Some(g), Some(k)) = (&ctx.group, &ctx.kind) {
-        w.kind_hint = Some((g.clone(), k.clone()));
+        w.kind_hint = Some((g.as_str(), k.as_str()));
     }
     let hint = Hint {
         kind: ctx.kind.as_deref(),
@@ -191,7 +191,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     fn crd_context(&self) -> bool {
         self.kind_hint
             .as_ref()
-            .is_some_and(|(g, k)| g == "apiextensions.k8s.io" && k == "CustomResourceDefinition")
+            .is_some_and(|&(g, k)| g == "apiextensions.k8s.io" && k == "CustomResourceDefinition")
     }
 
     /// Rewrites the object at the current position, dispatching on its kind.
@@ -272,10 +272,10 @@ impl<'r, 'a> Walker<'r, 'a> {
         let v = version.as_ref().map(|v| v.text.as_ref());
         let (nv, nk) = walk::rewrite_gvk(self.rules, self.dir, v, k, self.group_hint);
         if let (Some(s), Some(n)) = (version, nv) {
-            self.edits.replace(s.start, s.end, crate::json::scan::quote(&n));
+            self.edits.replace_quoted(s.start, s.end, &n);
         }
         if let (Some(s), Some(n)) = (kind, nk) {
-            self.edits.replace(s.start, s.end, crate::json::scan::quote(&n));
+            self.edits.replace_quoted(s.start, s.end, &n);
         }
         Ok(())
     }

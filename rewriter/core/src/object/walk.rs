@@ -24,7 +24,7 @@ pub struct Walker<'r, 'a> {
     /// Original group of the request, for renamed groups shared by several original ones.
     pub group_hint: Option<&'r str>,
     /// Original (group, kind) of the object a patch applies to (admission responses).
-    pub kind_hint: Option<(String, String)>,
+    pub kind_hint: Option<(&'r str, &'r str)>,
     /// The CRD being walked.
     pub(crate) crd: Option<super::crd::CrdTarget>,
 }
@@ -135,10 +135,10 @@ impl<'r, 'a> Walker<'r, 'a> {
             }
         };
         if let (Some(s), Some(n)) = (version, new_v) {
-            self.edits.replace(s.start, s.end, quote(&n));
+            self.edits.replace_quoted(s.start, s.end, &n);
         }
         if let (Some(s), Some(n)) = (kind, new_k) {
-            self.edits.replace(s.start, s.end, quote(&n));
+            self.edits.replace_quoted(s.start, s.end, &n);
         }
     }
 
@@ -193,7 +193,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         if let Some(s) = self.sc.string_or_skip()? {
             let n = f(self, &s.text);
             if n != s.text {
-                self.edits.replace(s.start, s.end, quote(&n));
+                self.edits.replace_quoted(s.start, s.end, &n);
             }
         }
         Ok(())
@@ -246,22 +246,26 @@ impl<'r, 'a> Walker<'r, 'a> {
                 rules.rename(&key.text, value_text)
             };
             if nk != key.text {
-                self.edits.replace(key.start, key.end, quote(&nk));
+                self.edits.replace_quoted(key.start, key.end, &nk);
                 changed = true;
             }
             let mut new_value = None;
             if let Some(v) = &vstr
                 && nv != v.text
             {
-                self.edits.replace(v.start, v.end, quote(&nv));
+                self.edits.replace_quoted(v.start, v.end, &nv);
                 new_value = Some(nv.clone().into_owned());
                 changed = true;
             }
             out_keys.push((nk.into_owned(), span, new_value));
         }
         if changed {
-            let mut seen = std::collections::HashSet::new();
-            if out_keys.iter().any(|(k, _, _)| !seen.insert(k.as_str())) {
+            // Maps are small: a quadratic check beats hashing here.
+            let collides = out_keys
+                .iter()
+                .enumerate()
+                .any(|(i, (k, _, _))| out_keys[..i].iter().any(|(o, _, _)| o == k));
+            if collides {
                 // Two names now collide: rebuild the map, the later entry winning.
                 let end = self.sc.pos();
                 self.edits.truncate(mark);
@@ -324,7 +328,7 @@ impl<'r, 'a> Walker<'r, 'a> {
                 }
                 format!("f:{n}")
             };
-            self.edits.replace(key.start, key.end, quote(&new));
+            self.edits.replace_quoted(key.start, key.end, &new);
         }
         Ok(())
     }
@@ -361,11 +365,11 @@ impl<'r, 'a> Walker<'r, 'a> {
             .names(Which::Labels)
             .rewrite_requirement(self.restore(), &key.text, &vals);
         if nk != key.text {
-            self.edits.replace(key.start, key.end, quote(&nk));
+            self.edits.replace_quoted(key.start, key.end, &nk);
         }
         for (old, new) in values.iter().zip(nv) {
             if new != old.text {
-                self.edits.replace(old.start, old.end, quote(&new));
+                self.edits.replace_quoted(old.start, old.end, &new);
             }
         }
         Ok(())

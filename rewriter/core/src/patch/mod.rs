@@ -21,7 +21,6 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::json::scan::quote;
 use crate::json::{Scanner, Str};
 use crate::object::Walker;
 use crate::object::plan::{Leaf, Node, Which};
@@ -179,14 +178,14 @@ fn op(w: &mut Walker<'_, '_>, on: PatchTarget<'_>) -> Result<()> {
     if let Some(p) = &path {
         let (np, t) = pointer(w.rules, w.dir, plan, &p.text, value_text.as_deref());
         if np != p.text {
-            w.edits.replace(p.start, p.end, quote(&np));
+            w.edits.replace_quoted(p.start, p.end, &np);
         }
         target = t;
     }
     if let Some(f) = &from {
         let (nf, _) = pointer(w.rules, w.dir, plan, &f.text, None);
         if nf != f.text {
-            w.edits.replace(f.start, f.end, quote(&nf));
+            w.edits.replace_quoted(f.start, f.end, &nf);
         }
     }
     if let (Some(v), Some(t)) = (value, target) {
@@ -209,7 +208,7 @@ fn op(w: &mut Walker<'_, '_>, on: PatchTarget<'_>) -> Result<()> {
                         None,
                     )
                 {
-                    w.edits.replace(s.start, s.end, quote(&k));
+                    w.edits.replace_quoted(s.start, s.end, &k);
                 }
             }
             Target::LabelValue(which, key) => {
@@ -224,7 +223,7 @@ fn op(w: &mut Walker<'_, '_>, on: PatchTarget<'_>) -> Result<()> {
                         Direction::Restore => rules.restore(&key, &s.text),
                     };
                     if nv != s.text {
-                        w.edits.replace(s.start, s.end, quote(&nv));
+                        w.edits.replace_quoted(s.start, s.end, &nv);
                     }
                 }
             }

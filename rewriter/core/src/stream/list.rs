@@ -54,6 +54,8 @@ pub struct ListRewriter<'r> {
     sep: usize,
     /// An item cut short by the end of the input so far.
     pending: super::Pending,
+    /// The edit buffer, reused from item to item.
+    edits: crate::json::Edits,
 }
 
 impl<'r> ListRewriter<'r> {
@@ -77,6 +79,7 @@ impl<'r> ListRewriter<'r> {
             in_array: 0,
             sep: 0,
             pending: super::Pending::default(),
+            edits: crate::json::Edits::default(),
         }
     }
 
@@ -359,9 +362,11 @@ impl<'r> ListRewriter<'r> {
         let raw = &self.buf[start..];
         let mut w = Walker::new(self.rules, self.dir, raw);
         w.sc = Scanner::with_base(raw, self.base + start);
+        // One edit buffer serves every item.
+        w.edits = std::mem::take(&mut self.edits);
         w.group_hint = self.ctx.group.as_deref();
         if let (Some(g), Some(k)) = (&self.ctx.group, &self.ctx.kind) {
-            w.kind_hint = Some((g.clone(), k.clone()));
+            w.kind_hint = Some((g.as_str(), k.as_str()));
         }
         let hint = Hint {
             kind: item_kind,
@@ -395,6 +400,8 @@ impl<'r> ListRewriter<'r> {
             Verdict::Excluded => self.items_dropped += 1,
         }
         self.sep = start + len;
+        self.edits = std::mem::take(&mut w.edits);
+        self.edits.clear();
         Ok(Some(start + len))
     }
 }

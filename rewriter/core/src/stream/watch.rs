@@ -20,6 +20,8 @@ pub struct WatchRewriter<'r> {
     dropped: usize,
     /// An event cut short by the end of the input so far.
     pending: super::Pending,
+    /// The edit buffer, reused from item to item.
+    edits: crate::json::Edits,
 }
 
 impl<'r> WatchRewriter<'r> {
@@ -36,6 +38,7 @@ impl<'r> WatchRewriter<'r> {
             events: 0,
             dropped: 0,
             pending: super::Pending::default(),
+            edits: crate::json::Edits::default(),
         }
     }
 
@@ -110,9 +113,11 @@ impl<'r> WatchRewriter<'r> {
         let raw = &self.buf[start..];
         let mut w = Walker::new(self.rules, self.dir, raw);
         w.sc = Scanner::with_base(raw, self.base + start);
+        // One edit buffer serves every item.
+        w.edits = std::mem::take(&mut self.edits);
         w.group_hint = self.ctx.group.as_deref();
         if let (Some(g), Some(k)) = (&self.ctx.group, &self.ctx.kind) {
-            w.kind_hint = Some((g.clone(), k.clone()));
+            w.kind_hint = Some((g.as_str(), k.as_str()));
         }
         let verdict = match walk_event(&mut w) {
             Ok(v) => v,
@@ -128,6 +133,8 @@ impl<'r> WatchRewriter<'r> {
             }
             Verdict::Excluded => self.dropped += 1,
         }
+        self.edits = std::mem::take(&mut w.edits);
+        self.edits.clear();
         Ok(Some(start + len))
     }
 }
