@@ -169,6 +169,10 @@ async fn serve(d: Arc<Double>, mut req: Request<Incoming>) -> Result<Response<DB
             Ok(r)
         }
         "cut" => Ok(json(list_body(1000, true, None))),
+        // Claims JSON, sends garbage.
+        "invalid" => Ok(json(full(
+            r#"{"kind":"InternalVirtualizationVirtualMachine","metadata":"#,
+        ))),
         "stall" => {
             d.stalled.fetch_add(1, Ordering::SeqCst);
             std::future::pending::<()>().await;
@@ -349,7 +353,32 @@ fn with_upstream_double() {
         p.wait_until(Duration::from_secs(3), |_| d.watch_closed.load(Ordering::SeqCst));
     };
 
+    // Go bug 10: the invalid-JSON counter was never incremented. Ours counts it, and the
+    // client gets the upstream bytes as they came (Go in-tree sent an empty body).
+    let invalid_json = || {
+        let o = curl(&[
+            "-sS",
+            "-w",
+            "\n%{http_code}",
+            &p.url(&format!("{}/vm1", vm_path("invalid"))),
+        ]);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let (body, code) = out.rsplit_once('\n').expect("code");
+        assert_eq!(code, "200", "{out}");
+        assert_eq!(
+            body,
+            r#"{"kind":"InternalVirtualizationVirtualMachine","metadata":"#
+        );
+        let m = String::from_utf8_lossy(&curl(&["-sS", &p.mon("/metrics")]).stdout).into_owned();
+        let line = m
+            .lines()
+            .find(|l| l.starts_with("kube_api_rewriter_target_response_invalid_json_total{"))
+            .unwrap_or_else(|| panic!("no invalid-JSON counter:\n{m}"));
+        assert!(line.ends_with(" 1"), "{line}");
+    };
+
     run_cases(&[
+        ("invalid_json_counted", &invalid_json),
         ("big_list_200mb", &big_list),
         ("upgrade_splice", &upgrade),
         ("cut_mid_body", &cut_mid_body),
