@@ -22,9 +22,9 @@ fn histogram() -> Histogram {
     Histogram::new(BUCKETS)
 }
 
-/// `name, resource, method, watch, decision`.
+/// The labels of every metric: `name, resource, method, watch`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
+pub struct Common {
     /// `kube-api` or `webhook`.
     pub name: &'static str,
     /// The resource (original names), Go's `ResourceForLog`.
@@ -33,6 +33,26 @@ pub struct RequestLabels {
     pub method: String,
     /// `1` for watches.
     pub watch: &'static str,
+}
+
+impl Common {
+    /// The labels of a request through proxy `name`.
+    pub fn of(name: &'static str, route: &kube_api_rewriter::exchange::Route) -> Common {
+        Common {
+            name,
+            resource: route.resource.clone(),
+            method: route.method.clone(),
+            watch: if route.watch { "1" } else { "0" },
+        }
+    }
+}
+
+/// `name, resource, method, watch, decision`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `name, resource, method, watch`.
+    #[prometheus(flatten)]
+    pub common: Common,
     /// `rewrite` or `pass` (empty on `client_requests_total`: recorded before the decision).
     pub decision: &'static str,
 }
@@ -40,14 +60,9 @@ pub struct RequestLabels {
 /// Request labels plus `status` and `error`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
-    /// `kube-api` or `webhook`.
-    pub name: &'static str,
-    /// Resource.
-    pub resource: String,
-    /// HTTP method.
-    pub method: String,
-    /// `1` for watches.
-    pub watch: &'static str,
+    /// `name, resource, method, watch`.
+    #[prometheus(flatten)]
+    pub common: Common,
     /// `rewrite` or `pass`.
     pub decision: &'static str,
     /// HTTP status code.
@@ -59,14 +74,9 @@ pub struct ResultLabels {
 /// Request labels plus `status` (histogram).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DurationLabels {
-    /// `kube-api` or `webhook`.
-    pub name: &'static str,
-    /// Resource.
-    pub resource: String,
-    /// HTTP method.
-    pub method: String,
-    /// `1` for watches.
-    pub watch: &'static str,
+    /// `name, resource, method, watch`.
+    #[prometheus(flatten)]
+    pub common: Common,
     /// `rewrite` or `pass`.
     pub decision: &'static str,
     /// HTTP status code.
@@ -76,14 +86,9 @@ pub struct DurationLabels {
 /// `name, resource, method, watch, status`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InvalidJsonLabels {
-    /// `kube-api` or `webhook`.
-    pub name: &'static str,
-    /// Resource.
-    pub resource: String,
-    /// HTTP method.
-    pub method: String,
-    /// `1` for watches.
-    pub watch: &'static str,
+    /// `name, resource, method, watch`.
+    #[prometheus(flatten)]
+    pub common: Common,
     /// HTTP status code.
     pub status: String,
 }
@@ -91,14 +96,9 @@ pub struct InvalidJsonLabels {
 /// `name, resource, method, watch, side, operation, error`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RewriteLabels {
-    /// `kube-api` or `webhook`.
-    pub name: &'static str,
-    /// Resource.
-    pub resource: String,
-    /// HTTP method.
-    pub method: String,
-    /// `1` for watches.
-    pub watch: &'static str,
+    /// `name, resource, method, watch`.
+    #[prometheus(flatten)]
+    pub common: Common,
     /// `client` (request body) or `target` (response body).
     pub side: &'static str,
     /// `rename` or `restore`.
@@ -110,14 +110,9 @@ pub struct RewriteLabels {
 /// Rewrite labels without `error` (histogram).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RewriteDurationLabels {
-    /// `kube-api` or `webhook`.
-    pub name: &'static str,
-    /// Resource.
-    pub resource: String,
-    /// HTTP method.
-    pub method: String,
-    /// `1` for watches.
-    pub watch: &'static str,
+    /// `name, resource, method, watch`.
+    #[prometheus(flatten)]
+    pub common: Common,
     /// `client` or `target`.
     pub side: &'static str,
     /// `rename` or `restore`.
@@ -344,19 +339,23 @@ mod tests {
     fn names_match_go() {
         let m = Metrics::new();
         let l = RequestLabels {
-            name: "kube-api",
-            resource: "virtualmachines".into(),
-            method: "GET".into(),
-            watch: "0",
+            common: Common {
+                name: "kube-api",
+                resource: "virtualmachines".into(),
+                method: "GET".into(),
+                watch: "0",
+            },
             decision: "",
         };
         m.client_requests.get_or_create(&l).inc();
         m.request_duration
             .get_or_create(&DurationLabels {
-                name: "kube-api",
-                resource: "virtualmachines".into(),
-                method: "GET".into(),
-                watch: "0",
+                common: Common {
+                    name: "kube-api",
+                    resource: "virtualmachines".into(),
+                    method: "GET".into(),
+                    watch: "0",
+                },
                 decision: "rewrite",
                 status: "200".into(),
             })

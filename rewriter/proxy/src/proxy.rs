@@ -20,7 +20,7 @@ use kube_api_rewriter::exchange::{ProxyMode, Route};
 use crate::body::{self, Body, BoxError, Counted};
 use crate::http_util::{accepts_gzip, is_upgrade, json_accept, status, strip_hop_by_hop};
 use crate::metrics::{
-    DurationLabels, Metrics, RequestLabels, ResultLabels, RewriteDurationLabels, RewriteLabels,
+    Common, DurationLabels, Metrics, RequestLabels, ResultLabels, RewriteDurationLabels, RewriteLabels,
 };
 use crate::response::{self, Ctx};
 use crate::shutdown::Watch;
@@ -70,14 +70,10 @@ impl Proxy {
         let start = Instant::now();
         let pq = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
         let route = Arc::new(Route::new(&self.rules, self.mode, req.method().as_str(), &pq));
-        let watch = if route.watch { "1" } else { "0" };
         self.metrics
             .client_requests
             .get_or_create(&RequestLabels {
-                name: self.name,
-                resource: route.resource.clone(),
-                method: route.method.clone(),
-                watch,
+                common: Common::of(self.name, &route),
                 decision: "",
             })
             .inc();
@@ -95,10 +91,7 @@ impl Proxy {
             "pass"
         };
         let labels = ResultLabels {
-            name: self.name,
-            resource: route.resource.clone(),
-            method: route.method.clone(),
-            watch,
+            common: Common::of(self.name, &route),
             decision,
             status: code.to_string(),
             error: if by_proxy { "1" } else { "0" },
@@ -110,10 +103,7 @@ impl Proxy {
         self.metrics
             .request_duration
             .get_or_create(&DurationLabels {
-                name: self.name,
-                resource: route.resource.clone(),
-                method: route.method.clone(),
-                watch,
+                common: Common::of(self.name, &route),
                 decision,
                 status: code.to_string(),
             })
@@ -128,10 +118,7 @@ impl Proxy {
 
     fn labels(&self, route: &Route, decision: &'static str) -> RequestLabels {
         RequestLabels {
-            name: self.name,
-            resource: route.resource.clone(),
-            method: route.method.clone(),
-            watch: if route.watch { "1" } else { "0" },
+            common: Common::of(self.name, route),
             decision,
         }
     }
@@ -317,14 +304,10 @@ impl Proxy {
             kube_api_rewriter::Direction::Rename => "rename",
             kube_api_rewriter::Direction::Restore => "restore",
         };
-        let watch = if route.watch { "1" } else { "0" };
         self.metrics
             .rewrites
             .get_or_create(&RewriteLabels {
-                name: self.name,
-                resource: route.resource.clone(),
-                method: route.method.clone(),
-                watch,
+                common: Common::of(self.name, route),
                 side: "client",
                 operation: op,
                 error: if ok { "0" } else { "1" },
@@ -333,10 +316,7 @@ impl Proxy {
         self.metrics
             .rewrite_duration
             .get_or_create(&RewriteDurationLabels {
-                name: self.name,
-                resource: route.resource.clone(),
-                method: route.method.clone(),
-                watch,
+                common: Common::of(self.name, route),
                 side: "client",
                 operation: op,
             })

@@ -27,7 +27,7 @@ use prometheus_client::metrics::counter::Counter;
 
 use crate::body::{self, Aborted, Body, BoxError, Counted, EndOnShutdown};
 use crate::http_util::{status, strip_hop_by_hop};
-use crate::metrics::{InvalidJsonLabels, Metrics, RewriteDurationLabels, RewriteLabels};
+use crate::metrics::{Common, InvalidJsonLabels, Metrics, RewriteDurationLabels, RewriteLabels};
 use crate::shutdown::Watch;
 
 /// Largest response read whole (single objects, errors, discovery documents).
@@ -55,16 +55,9 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    fn watch_label(&self) -> &'static str {
-        if self.route.watch { "1" } else { "0" }
-    }
-
     fn request_labels(&self, decision: &'static str) -> crate::metrics::RequestLabels {
         crate::metrics::RequestLabels {
-            name: self.name,
-            resource: self.route.resource.clone(),
-            method: self.route.method.clone(),
-            watch: self.watch_label(),
+            common: Common::of(self.name, &self.route),
             decision,
         }
     }
@@ -94,10 +87,7 @@ impl Ctx {
         let Some(m) = &self.metrics else { return };
         m.rewrites
             .get_or_create(&RewriteLabels {
-                name: self.name,
-                resource: self.route.resource.clone(),
-                method: self.route.method.clone(),
-                watch: self.watch_label(),
+                common: Common::of(self.name, &self.route),
                 side: "target",
                 operation: self.operation(),
                 error: if ok { "0" } else { "1" },
@@ -105,10 +95,7 @@ impl Ctx {
             .inc();
         m.rewrite_duration
             .get_or_create(&RewriteDurationLabels {
-                name: self.name,
-                resource: self.route.resource.clone(),
-                method: self.route.method.clone(),
-                watch: self.watch_label(),
+                common: Common::of(self.name, &self.route),
                 side: "target",
                 operation: self.operation(),
             })
@@ -119,10 +106,7 @@ impl Ctx {
         if let Some(m) = &self.metrics {
             m.target_response_invalid_json
                 .get_or_create(&InvalidJsonLabels {
-                    name: self.name,
-                    resource: self.route.resource.clone(),
-                    method: self.route.method.clone(),
-                    watch: self.watch_label(),
+                    common: Common::of(self.name, &self.route),
                     status: status.to_string(),
                 })
                 .inc();
