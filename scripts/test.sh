@@ -25,6 +25,9 @@ if cargo tree -p kube-api-rewriter -e normal --prefix none | grep -E '^(tokio|hy
   exit 1
 fi
 
+step "cargo build --examples (the end-to-end tests run the tower-layer example)"
+cargo build -j"$jobs" --workspace --examples
+
 step "cargo test --workspace"
 cargo test -j"$jobs" --workspace --all-targets
 cargo test -j"$jobs" --workspace --doc

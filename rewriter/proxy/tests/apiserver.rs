@@ -386,7 +386,7 @@ fn against_kube_apiserver() {
         let o = Command::new(&exe)
             .env("KUBECONFIG", cp.kubeconfig())
             .output()
-            .expect("example runs");
+            .unwrap_or_else(|e| panic!("{}: {e} (build it first: cargo build --examples)", exe.display()));
         let out = ok(&o);
         assert!(out.contains("kubevirt.io/v1 VirtualMachine default/vm1"), "{out}");
     };
