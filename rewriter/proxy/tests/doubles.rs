@@ -200,30 +200,16 @@ async fn serve(d: Arc<Double>, mut req: Request<Incoming>) -> Result<Response<DB
 /// Starts the double on a free port in a background runtime.
 fn start_double() -> (u16, Arc<Double>) {
     let d = Arc::new(Double::default());
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    l.set_nonblocking(true).expect("nonblocking");
     let d2 = Arc::clone(&d);
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("rt");
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).expect("listener");
-            loop {
-                let Ok((s, _)) = l.accept().await else { continue };
-                let d = Arc::clone(&d2);
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| serve(Arc::clone(&d), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(s), svc)
-                        .with_upgrades()
-                        .await;
-                });
-            }
-        });
+    let port = spawn_double(move |s| {
+        let d = Arc::clone(&d2);
+        async move {
+            let svc = hyper::service::service_fn(move |req| serve(Arc::clone(&d), req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(s), svc)
+                .with_upgrades()
+                .await;
+        }
     });
     (port, d)
 }

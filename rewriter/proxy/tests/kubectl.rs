@@ -84,32 +84,18 @@ fn webhook_double(cert: &Path, key: &Path) -> WebhookDouble {
         .expect("server config");
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    l.set_nonblocking(true).expect("nonblocking");
     let reviews = Arc::new(Mutex::new(Vec::new()));
     let r2 = Arc::clone(&reviews);
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("rt");
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).expect("listener");
-            loop {
-                let Ok((s, _)) = l.accept().await else { continue };
-                let acceptor = acceptor.clone();
-                let reviews = Arc::clone(&r2);
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(s).await else { return };
-                    let svc = hyper::service::service_fn(move |req| webhook_serve(Arc::clone(&reviews), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), svc)
-                        .await;
-                });
-            }
-        });
+    let port = spawn_double(move |s| {
+        let acceptor = acceptor.clone();
+        let reviews = Arc::clone(&r2);
+        async move {
+            let Ok(tls) = acceptor.accept(s).await else { return };
+            let svc = hyper::service::service_fn(move |req| webhook_serve(Arc::clone(&reviews), req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), svc)
+                .await;
+        }
     });
     WebhookDouble { port, reviews }
 }

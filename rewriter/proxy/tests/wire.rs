@@ -302,52 +302,39 @@ fn tls_double(dir: &Path, handler: Handler) -> (SocketAddr, Arc<Mutex<Vec<Seen>>
     let (crt, key) = self_signed(dir, "double");
     let rc = ReloadingCert::load(&crt, &key).expect("certificate");
     let acc = TlsAcceptor::from(Arc::new(tls::server_config(rc).expect("server config")));
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().expect("addr");
-    l.set_nonblocking(true).expect("nonblocking");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen2 = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("rt");
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(l).expect("listener");
-            loop {
-                let Ok((s, _)) = l.accept().await else { continue };
-                let (acc, seen) = (acc.clone(), Arc::clone(&seen2));
-                tokio::spawn(async move {
-                    let Ok(s) = acc.accept(s).await else { return };
-                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                        let seen = Arc::clone(&seen);
-                        async move {
-                            let version = req.version();
-                            let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|c| c.to_bytes())
-                                .unwrap_or_default();
-                            let s = Seen { version, path, body };
-                            let (code, text) = handler(&s);
-                            seen.lock().expect("lock").push(s);
-                            let mut r = Response::new(Full::new(Bytes::from(text)));
-                            *r.status_mut() = code;
-                            r.headers_mut()
-                                .insert("content-type", "application/json".parse().expect("hv"));
-                            Ok::<_, Infallible>(r)
-                        }
-                    });
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(s), svc)
-                        .await;
-                });
-            }
-        });
+    let port = spawn_double(move |s| {
+        let (acc, seen) = (acc.clone(), Arc::clone(&seen2));
+        async move {
+            let Ok(s) = acc.accept(s).await else { return };
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    let version = req.version();
+                    let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+                    let body = req
+                        .into_body()
+                        .collect()
+                        .await
+                        .map(|c| c.to_bytes())
+                        .unwrap_or_default();
+                    let s = Seen { version, path, body };
+                    let (code, text) = handler(&s);
+                    seen.lock().expect("lock").push(s);
+                    let mut r = Response::new(Full::new(Bytes::from(text)));
+                    *r.status_mut() = code;
+                    r.headers_mut()
+                        .insert("content-type", "application/json".parse().expect("hv"));
+                    Ok::<_, Infallible>(r)
+                }
+            });
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(s), svc)
+                .await;
+        }
     });
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
     (addr, seen)
 }
 

@@ -388,3 +388,30 @@ pub fn wait_crd_established(p: &ProxyProc, crd: &str) -> Option<String> {
     });
     Some(err)
 }
+
+/// Runs a test double: binds a free 127.0.0.1 port and hands every accepted connection to
+/// `conn` on a one-thread runtime in a background thread. Returns the port.
+pub fn spawn_double<F, Fut>(conn: F) -> u16
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    l.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("rt");
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(l).expect("listener");
+            loop {
+                let Ok((s, _)) = l.accept().await else { continue };
+                tokio::spawn(conn(s));
+            }
+        });
+    });
+    port
+}
