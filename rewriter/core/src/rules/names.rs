@@ -16,17 +16,24 @@ pub const PRESERVED_PREFIX: &str = "preserved-original-";
 /// A compiled set of name rules for one of labels, annotations or finalizers.
 #[derive(Debug, Default, Clone)]
 pub struct NameRules {
-    fwd: Table,
-    back: Table,
+    /// Exact names, both directions (`[FWD]`, `[BACK]`): one lookup serves a restore, which
+    /// asks both whether the name is original and what it was renamed from.
+    names: FastMap<[NameEntry; 2]>,
+    /// Prefixes (the part before the first `/`), both directions.
+    prefixes: FastMap<[Option<String>; 2]>,
 }
 
-/// One direction of the rules, looked up by borrowed `&str` without allocating.
-#[derive(Debug, Default, Clone)]
-struct Table {
-    /// Exact names: one lookup finds both the plain rule and the `name=value` rules.
-    names: FastMap<NameEntry>,
-    prefixes: FastMap<String>,
-}
+/// Index of original → renamed entries.
+const FWD: usize = 0;
+/// Index of renamed → original entries.
+const BACK: usize = 1;
+
+/// What one name's lookups found: its exact entries and, with the rest of the name, its
+/// prefix entries.
+type Found<'r, 'a> = (
+    Option<&'r [NameEntry; 2]>,
+    Option<(&'r [Option<String>; 2], &'a str)>,
+);
 
 #[derive(Debug, Default, Clone)]
 struct NameEntry {
@@ -97,7 +104,8 @@ impl NameRules {
         if !r.original_value.is_empty() || !r.renamed_value.is_empty() {
             let show = |n: &str, v: &str| format!("{n}={v}");
             add_pair(
-                &mut self.fwd,
+                &mut self.names,
+                FWD,
                 r.original,
                 r.original_value,
                 r.renamed,
@@ -105,7 +113,8 @@ impl NameRules {
                 show,
             )?;
             add_pair(
-                &mut self.back,
+                &mut self.names,
+                BACK,
                 r.renamed,
                 r.renamed_value,
                 r.original,
@@ -113,8 +122,8 @@ impl NameRules {
                 show,
             )
         } else {
-            set_name(&mut self.fwd, r.original, r.renamed)?;
-            set_name(&mut self.back, r.renamed, r.original)
+            set_name(&mut self.names, FWD, r.original, r.renamed)?;
+            set_name(&mut self.names, BACK, r.renamed, r.original)
         }
     }
 
@@ -128,13 +137,13 @@ impl NameRules {
         if r.original.contains('/') || r.renamed.contains('/') {
             return Err(Collision(format!("prefix {:?} must not contain '/'", r.original)));
         }
-        insert_unique(&mut self.fwd.prefixes, r.original, r.renamed)?;
-        insert_unique(&mut self.back.prefixes, r.renamed, r.original)
+        insert_unique(&mut self.prefixes, FWD, r.original, r.renamed)?;
+        insert_unique(&mut self.prefixes, BACK, r.renamed, r.original)
     }
 
     /// True when no rule is set.
     pub fn is_empty(&self) -> bool {
-        self.fwd.names.is_empty() && self.fwd.prefixes.is_empty()
+        self.names.is_empty() && self.prefixes.is_empty()
     }
 
     /// Original → renamed. `value` is `""` for finalizers and keys without a value.
@@ -142,7 +151,7 @@ impl NameRules {
         if let Some(stripped) = name.strip_prefix(PRESERVED_PREFIX) {
             return (Cow::Borrowed(stripped), Cow::Borrowed(value));
         }
-        match self.fwd.apply(name, value) {
+        match apply(self.lookup(name), FWD, value) {
             Some(r) => r,
             None => (Cow::Borrowed(name), Cow::Borrowed(value)),
         }
@@ -150,13 +159,14 @@ impl NameRules {
 
     /// Renamed → original; original-looking names become `preserved-original-<name>`.
     pub fn restore<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
-        if self.fwd.matches(name, value) {
+        let found = self.lookup(name);
+        if matches(found, FWD, value) {
             return (
                 Cow::Owned(format!("{PRESERVED_PREFIX}{name}")),
                 Cow::Borrowed(value),
             );
         }
-        match self.back.apply(name, value) {
+        match apply(found, BACK, value) {
             Some(r) => r,
             None => (Cow::Borrowed(name), Cow::Borrowed(value)),
         }
@@ -164,7 +174,15 @@ impl NameRules {
 
     /// (renamed prefix, original prefix) pairs, for names mentioned in free text.
     pub fn renamed_prefixes(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.back.prefixes.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.prefixes
+            .iter()
+            .filter_map(|(k, v)| v[BACK].as_deref().map(|o| (k.as_str(), o)))
+    }
+
+    fn lookup<'r, 'a>(&'r self, name: &'a str) -> Found<'r, 'a> {
+        let exact = self.names.get(name);
+        let prefix = split_prefix(name).and_then(|(p, rest)| self.prefixes.get(p).map(|e| (e, rest)));
+        (exact, prefix)
     }
 
     /// Renames a name alone (finalizers, label keys in key lists).
@@ -198,37 +216,40 @@ impl NameRules {
     }
 }
 
-impl Table {
-    fn matches(&self, name: &str, value: &str) -> bool {
-        if let Some(e) = self.names.get(name)
-            && (e.to.is_some() || e.pairs.iter().any(|(ov, _, _)| ov == value))
-        {
-            return true;
-        }
-        split_prefix(name).is_some_and(|(p, _)| self.prefixes.contains_key(p))
-    }
-
-    fn apply<'a>(&self, name: &'a str, value: &'a str) -> Option<Renamed<'a>> {
-        if let Some(e) = self.names.get(name) {
-            if let Some((_, n, v)) = e.pairs.iter().find(|(ov, _, _)| ov == value) {
-                return Some((Cow::Owned(n.clone()), Cow::Owned(v.clone())));
-            }
-            if let Some(n) = &e.to {
-                return Some((Cow::Owned(n.clone()), Cow::Borrowed(value)));
-            }
-        }
-        let (prefix, rest) = split_prefix(name)?;
-        let p = self.prefixes.get(prefix)?;
-        let mut out = String::with_capacity(p.len() + 1 + rest.len());
-        out.push_str(p);
-        out.push('/');
-        out.push_str(rest);
-        Some((Cow::Owned(out), Cow::Borrowed(value)))
-    }
+/// True when a rule of direction `d` fires on the name looked up, with `value`.
+fn matches(found: Found<'_, '_>, d: usize, value: &str) -> bool {
+    let (exact, prefix) = found;
+    exact.is_some_and(|e| e[d].to.is_some() || e[d].pairs.iter().any(|(ov, _, _)| ov == value))
+        || prefix.is_some_and(|(p, _)| p[d].is_some())
 }
 
-fn set_name(t: &mut Table, name: &str, new_name: &str) -> Result<(), Collision> {
-    let e = t.names.entry(name.to_owned()).or_default();
+/// The name (and value) after the rules of direction `d`, if one fires.
+fn apply<'a>(found: Found<'_, 'a>, d: usize, value: &'a str) -> Option<Renamed<'a>> {
+    let (exact, prefix) = found;
+    if let Some(e) = exact.map(|e| &e[d]) {
+        if let Some((_, n, v)) = e.pairs.iter().find(|(ov, _, _)| ov == value) {
+            return Some((Cow::Owned(n.clone()), Cow::Owned(v.clone())));
+        }
+        if let Some(n) = &e.to {
+            return Some((Cow::Owned(n.clone()), Cow::Borrowed(value)));
+        }
+    }
+    let (p, rest) = prefix?;
+    let p = p[d].as_ref()?;
+    let mut out = String::with_capacity(p.len() + 1 + rest.len());
+    out.push_str(p);
+    out.push('/');
+    out.push_str(rest);
+    Some((Cow::Owned(out), Cow::Borrowed(value)))
+}
+
+fn set_name(
+    names: &mut FastMap<[NameEntry; 2]>,
+    d: usize,
+    name: &str,
+    new_name: &str,
+) -> Result<(), Collision> {
+    let e = &mut names.entry(name.to_owned()).or_default()[d];
     match &e.to {
         Some(old) if old == new_name => Ok(()),
         Some(_) => Err(Collision(format!("{name} is renamed in two different ways"))),
@@ -247,14 +268,15 @@ fn split_prefix(name: &str) -> Option<(&str, &str)> {
 }
 
 fn add_pair(
-    t: &mut Table,
+    names: &mut FastMap<[NameEntry; 2]>,
+    d: usize,
     name: &str,
     value: &str,
     new_name: &str,
     new_value: &str,
     show: impl Fn(&str, &str) -> String,
 ) -> Result<(), Collision> {
-    let entries = &mut t.names.entry(name.to_owned()).or_default().pairs;
+    let entries = &mut names.entry(name.to_owned()).or_default()[d].pairs;
     match entries.iter().find(|(v, _, _)| v == value) {
         Some((_, n, v)) if n == new_name && v == new_value => Ok(()),
         Some(_) => Err(Collision(format!(
@@ -268,12 +290,18 @@ fn add_pair(
     }
 }
 
-fn insert_unique(map: &mut FastMap<String>, k: &str, v: &str) -> Result<(), Collision> {
-    match map.get(k) {
+fn insert_unique(
+    map: &mut FastMap<[Option<String>; 2]>,
+    d: usize,
+    k: &str,
+    v: &str,
+) -> Result<(), Collision> {
+    let slot = &mut map.entry(k.to_owned()).or_default()[d];
+    match slot {
         Some(old) if old == v => Ok(()),
         Some(_) => Err(Collision(format!("{k} is renamed in two different ways"))),
         None => {
-            map.insert(k.to_owned(), v.to_owned());
+            *slot = Some(v.to_owned());
             Ok(())
         }
     }
