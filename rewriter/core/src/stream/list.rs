@@ -1,11 +1,11 @@
 //! LIST bodies, item by item.
 
 use crate::Direction;
-use crate::error::{Error, JsonError, Result};
+use crate::error::{JsonError, Result};
 use crate::json::Scanner;
 use crate::json::frame::Framer;
 use crate::json::scan::quote;
-use crate::object::{self, Context, Hint, Verdict, Walker};
+use crate::object::{self, Context, Hint, Verdict};
 use crate::rules::Rules;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,10 +33,8 @@ pub struct ListRewriter<'r> {
     rules: &'r Rules,
     dir: Direction,
     ctx: Context,
-    buf: Vec<u8>,
-    /// Stream offset of `buf[0]`.
-    base: usize,
-    /// Parse position in `buf`.
+    input: super::Input,
+    /// Parse position in the input buffer.
     pos: usize,
     state: State,
     framer: Framer,
@@ -54,8 +52,6 @@ pub struct ListRewriter<'r> {
     sep: usize,
     /// An item cut short by the end of the input so far.
     pending: super::Pending,
-    /// The edit buffer, reused from item to item.
-    edits: crate::json::Edits,
 }
 
 impl<'r> ListRewriter<'r> {
@@ -65,8 +61,7 @@ impl<'r> ListRewriter<'r> {
             rules,
             dir,
             ctx,
-            buf: Vec::new(),
-            base: 0,
+            input: super::Input::default(),
             pos: 0,
             state: State::Start,
             framer: Framer::default(),
@@ -79,7 +74,6 @@ impl<'r> ListRewriter<'r> {
             in_array: 0,
             sep: 0,
             pending: super::Pending::default(),
-            edits: crate::json::Edits::default(),
         }
     }
 
@@ -90,7 +84,7 @@ impl<'r> ListRewriter<'r> {
 
     fn err(&self, at: usize, msg: &'static str) -> JsonError {
         JsonError {
-            offset: self.base + at,
+            offset: self.input.base + at,
             msg,
             eof: false,
         }
@@ -98,7 +92,7 @@ impl<'r> ListRewriter<'r> {
 
     /// Feeds the next piece of the body; appends what can be written to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        self.buf.extend_from_slice(chunk);
+        self.input.buf.extend_from_slice(chunk);
         self.run(out, false)?;
         // Forget consumed input; what remains is at most one partial member or item.
         let keep_from = match self.state {
@@ -108,8 +102,7 @@ impl<'r> ListRewriter<'r> {
             _ => self.pos,
         };
         if keep_from > 0 {
-            self.buf.drain(..keep_from);
-            self.base += keep_from;
+            self.input.forget(keep_from);
             self.pos -= keep_from;
             self.start -= keep_from.min(self.start);
             self.sep -= keep_from.min(self.sep);
@@ -123,7 +116,7 @@ impl<'r> ListRewriter<'r> {
         self.run(out, true)?;
         if self.state != State::Done {
             return Err(JsonError {
-                offset: self.base + self.buf.len(),
+                offset: self.input.base + self.input.buf.len(),
                 msg: "unexpected end of input",
                 eof: true,
             }
@@ -134,7 +127,7 @@ impl<'r> ListRewriter<'r> {
 
     /// The first non-whitespace index at or after `p`.
     fn ws_end(&self, mut p: usize) -> usize {
-        while matches!(self.buf.get(p), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+        while matches!(self.input.buf.get(p), Some(b' ' | b'\n' | b'\r' | b'\t')) {
             p += 1;
         }
         p
@@ -147,23 +140,23 @@ impl<'r> ListRewriter<'r> {
             match self.state {
                 State::Start => {
                     let p = self.ws_end(self.pos);
-                    let Some(&b) = self.buf.get(p) else {
+                    let Some(&b) = self.input.buf.get(p) else {
                         return Ok(());
                     };
                     if b != b'{' {
                         return Err(self.err(p, "expected `{` at the start of a list").into());
                     }
-                    out.extend_from_slice(&self.buf[self.pos..=p]);
+                    out.extend_from_slice(&self.input.buf[self.pos..=p]);
                     self.pos = p + 1;
                     self.state = State::Key { first: true };
                 }
                 State::Key { first } => {
                     let mut p = self.ws_end(self.pos);
-                    let Some(&b) = self.buf.get(p) else {
+                    let Some(&b) = self.input.buf.get(p) else {
                         return Ok(());
                     };
                     if b == b'}' {
-                        out.extend_from_slice(&self.buf[self.pos..=p]);
+                        out.extend_from_slice(&self.input.buf[self.pos..=p]);
                         self.pos = p + 1;
                         self.state = State::Done;
                         continue;
@@ -175,7 +168,7 @@ impl<'r> ListRewriter<'r> {
                         p += 1;
                     }
                     // The key, its colon and the start of its value, read whole (keys are short).
-                    let mut sc = Scanner::with_base(&self.buf, self.base);
+                    let mut sc = Scanner::with_base(&self.input.buf, self.input.base);
                     sc.seek(p);
                     let key = match sc.string() {
                         Ok(k) => k,
@@ -197,20 +190,20 @@ impl<'r> ListRewriter<'r> {
                     let value_start = sc.pos();
                     self.key = key.text.into_owned();
                     if self.key == "items" && v == b'[' {
-                        out.extend_from_slice(&self.buf[self.pos..=value_start]);
+                        out.extend_from_slice(&self.input.buf[self.pos..=value_start]);
                         self.pos = value_start + 1;
                         self.sep = self.pos;
                         self.in_array = 0;
                         self.state = State::Item { first: true };
                     } else {
-                        out.extend_from_slice(&self.buf[self.pos..value_start]);
+                        out.extend_from_slice(&self.input.buf[self.pos..value_start]);
                         self.pos = value_start;
                         self.start = value_start;
                         self.state = State::Value;
                     }
                 }
                 State::Value => {
-                    let Some(end) = self.framer.advance(&self.buf, &mut self.pos, eof) else {
+                    let Some(end) = self.framer.advance(&self.input.buf, &mut self.pos, eof) else {
                         return Ok(());
                     };
                     self.member(self.start, end, out)?;
@@ -219,11 +212,11 @@ impl<'r> ListRewriter<'r> {
                 }
                 State::Item { first } => {
                     let p = self.ws_end(self.pos);
-                    let Some(&b) = self.buf.get(p) else {
+                    let Some(&b) = self.input.buf.get(p) else {
                         return Ok(());
                     };
                     if b == b']' {
-                        out.extend_from_slice(&self.buf[self.sep..=p]);
+                        out.extend_from_slice(&self.input.buf[self.sep..=p]);
                         self.pos = p + 1;
                         self.state = State::Key { first: false };
                     } else if first {
@@ -238,7 +231,7 @@ impl<'r> ListRewriter<'r> {
                 }
                 State::ItemValue => {
                     let p = self.ws_end(self.pos);
-                    let Some(&b) = self.buf.get(p) else {
+                    let Some(&b) = self.input.buf.get(p) else {
                         return Ok(());
                     };
                     if matches!(b, b']' | b',') {
@@ -249,8 +242,8 @@ impl<'r> ListRewriter<'r> {
                     self.state = State::InItem;
                 }
                 State::InItem => {
-                    if !self.pending.ready(&self.buf, self.start, eof) {
-                        self.pos = self.buf.len();
+                    if !self.pending.ready(&self.input.buf, self.start, eof) {
+                        self.pos = self.input.buf.len();
                         return Ok(());
                     }
                     let complete = eof || self.pending.waiting();
@@ -265,9 +258,9 @@ impl<'r> ListRewriter<'r> {
                 }
                 State::Done => {
                     let p = self.ws_end(self.pos);
-                    out.extend_from_slice(&self.buf[self.pos..p]);
+                    out.extend_from_slice(&self.input.buf[self.pos..p]);
                     self.pos = p;
-                    if p < self.buf.len() {
+                    if p < self.input.buf.len() {
                         return Err(self.err(p, "trailing characters").into());
                     }
                     return Ok(());
@@ -278,8 +271,8 @@ impl<'r> ListRewriter<'r> {
 
     /// An envelope member other than `items`.
     fn member(&mut self, start: usize, end: usize, out: &mut Vec<u8>) -> Result<()> {
-        let raw = &self.buf[start..end];
-        let mut sc = Scanner::with_base(raw, self.base + start);
+        let raw = &self.input.buf[start..end];
+        let mut sc = Scanner::with_base(raw, self.input.base + start);
         let mut text = None;
         if sc.peek()? == b'"' {
             text = Some(sc.string()?.text.into_owned());
@@ -353,55 +346,50 @@ impl<'r> ListRewriter<'r> {
     /// Rewrites the item starting at `start`; `None` if the input ends inside it (unless
     /// `complete` says the whole item is there).
     fn item(&mut self, start: usize, complete: bool, out: &mut Vec<u8>) -> Result<Option<usize>> {
-        let eof = complete;
         let list_kind = self.kind.as_deref().and_then(|k| k.strip_suffix("List"));
         let item_kind = list_kind.or(match self.dir {
             Direction::Rename => self.ctx.kind.as_deref(),
             Direction::Restore => None,
         });
-        let raw = &self.buf[start..];
-        let mut w = Walker::new(self.rules, self.dir, raw);
-        w.sc = Scanner::with_base(raw, self.base + start);
-        // One edit buffer serves every item.
-        w.edits = std::mem::take(&mut self.edits);
-        w.group_hint = self.ctx.group.as_deref();
-        if let (Some(g), Some(k)) = (&self.ctx.group, &self.ctx.kind) {
-            w.kind_hint = Some((g.as_str(), k.as_str()));
-        }
         let hint = Hint {
             kind: item_kind,
             api_version: self.api_version.as_deref(),
             top: true,
         };
-        let verdict = match w.object(&hint) {
-            Ok(v) => v,
-            Err(Error::Json(e)) if e.eof && !eof => return Ok(None),
-            Err(e) => return Err(e),
+        let walked = self
+            .input
+            .walk(self.rules, self.dir, &self.ctx, start, complete, |w| {
+                w.object(&hint)
+            })?;
+        let Some((verdict, len)) = walked else {
+            return Ok(None);
         };
-        let len = w.sc.pos();
         // A scalar item that reaches the end of the input may continue in the next piece.
-        if len == raw.len() && !eof && !matches!(raw.last(), Some(b'}' | b']' | b'"')) {
+        let raw = &self.input.buf[start..];
+        if len == raw.len() && !complete && !matches!(raw.last(), Some(b'}' | b']' | b'"')) {
+            self.input.emit(start, len, None);
             return Ok(None);
         }
         match verdict {
             Verdict::Keep => {
                 // The separator as it came; before the first item written, without its comma
                 // (the items before it were dropped).
-                let sep = &self.buf[self.sep..start];
+                let sep = &self.input.buf[self.sep..start];
                 if self.in_array == 0 {
                     out.extend(sep.iter().filter(|&&b| b != b','));
                 } else {
                     out.extend_from_slice(sep);
                 }
                 self.in_array += 1;
-                w.edits.apply_range(raw, 0, len, out);
+                self.input.emit(start, len, Some(out));
                 self.items_written += 1;
             }
-            Verdict::Excluded => self.items_dropped += 1,
+            Verdict::Excluded => {
+                self.input.emit(start, len, None);
+                self.items_dropped += 1;
+            }
         }
         self.sep = start + len;
-        self.edits = std::mem::take(&mut w.edits);
-        self.edits.clear();
         Ok(Some(start + len))
     }
 }

@@ -18,6 +18,8 @@
 //! assert_eq!(out, br#"{"apiVersion":"kubevirt.io/v1","items":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"a"}}],"kind":"VirtualMachineList","metadata":{}}"#);
 //! ```
 
+use crate::rules::Rules;
+
 mod list;
 mod watch;
 
@@ -58,6 +60,68 @@ pub fn sniff_list(prefix: &[u8]) -> Option<bool> {
                 }
             }
         }
+    }
+}
+
+/// Input received but not yet consumed, and the edit buffer every value reuses.
+#[derive(Debug, Default)]
+struct Input {
+    buf: Vec<u8>,
+    /// Stream offset of `buf[0]`.
+    base: usize,
+    edits: crate::json::Edits,
+}
+
+impl Input {
+    /// Forgets the first `n` bytes (consumed and written).
+    fn forget(&mut self, n: usize) {
+        if n > 0 {
+            self.buf.drain(..n);
+            self.base += n;
+        }
+    }
+
+    /// Walks the value at `start` with `walk`, recording its edits: its verdict and length, or
+    /// `None` when the input ends inside it and more may come (`complete` says it cannot).
+    fn walk(
+        &mut self,
+        rules: &Rules,
+        dir: crate::Direction,
+        ctx: &crate::object::Context,
+        start: usize,
+        complete: bool,
+        walk: impl FnOnce(&mut crate::object::Walker<'_, '_>) -> crate::Result<crate::object::Verdict>,
+    ) -> crate::Result<Option<(crate::object::Verdict, usize)>> {
+        let raw = &self.buf[start..];
+        let mut w = crate::object::Walker::new(rules, dir, raw);
+        w.sc = crate::json::Scanner::with_base(raw, self.base + start);
+        w.edits = std::mem::take(&mut self.edits);
+        w.group_hint = ctx.group.as_deref();
+        if let (Some(g), Some(k)) = (&ctx.group, &ctx.kind) {
+            w.kind_hint = Some((g.as_str(), k.as_str()));
+        }
+        let res = walk(&mut w);
+        let len = w.sc.pos();
+        self.edits = std::mem::take(&mut w.edits);
+        match res {
+            Ok(v) => Ok(Some((v, len))),
+            Err(crate::Error::Json(e)) if e.eof && !complete => {
+                self.edits.clear();
+                Ok(None)
+            }
+            Err(e) => {
+                self.edits.clear();
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the value walked at `start` (length `len`) with its edits, or drops the edits.
+    fn emit(&mut self, start: usize, len: usize, out: Option<&mut Vec<u8>>) {
+        if let Some(out) = out {
+            self.edits.apply_range(&self.buf[start..], 0, len, out);
+        }
+        self.edits.clear();
     }
 }
 
