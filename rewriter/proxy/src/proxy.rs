@@ -116,6 +116,20 @@ impl Proxy {
         resp
     }
 
+    /// Adds the proxy's credentials (unless the client brought its own) and builds the
+    /// upstream URI; a path that makes no URI is answered with a 400 Status.
+    fn prepare_upstream(
+        &self,
+        route: &Route,
+        headers: &mut http::HeaderMap,
+    ) -> Result<http::Uri, Box<Response<Body>>> {
+        self.upstream.authorize(headers);
+        self.upstream.uri(&route.upstream_path).map_err(|e| {
+            let message = format!("invalid path: {e}");
+            Box::new(fail(StatusCode::BAD_REQUEST, "BadRequest", &message))
+        })
+    }
+
     fn labels(&self, route: &Route, decision: &'static str) -> RequestLabels {
         RequestLabels {
             common: Common::of(self.name, route),
@@ -236,16 +250,9 @@ impl Proxy {
         if route.rewrite && !client_gzip {
             headers.remove(header::ACCEPT_ENCODING);
         }
-        self.upstream.authorize(&mut headers);
-        let uri = match self.upstream.uri(&route.upstream_path) {
+        let uri = match self.prepare_upstream(&route, &mut headers) {
             Ok(u) => u,
-            Err(e) => {
-                return fail(
-                    StatusCode::BAD_REQUEST,
-                    "BadRequest",
-                    &format!("invalid path: {e}"),
-                );
-            }
+            Err(resp) => return *resp,
         };
         let mut up = Request::new(upstream_body);
         *up.method_mut() = parts.method;
@@ -344,16 +351,9 @@ impl Proxy {
             headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
             headers.insert(header::UPGRADE, u);
         }
-        self.upstream.authorize(&mut headers);
-        let uri = match self.upstream.uri(&route.upstream_path) {
+        let uri = match self.prepare_upstream(route, &mut headers) {
             Ok(u) => u,
-            Err(e) => {
-                return fail(
-                    StatusCode::BAD_REQUEST,
-                    "BadRequest",
-                    &format!("invalid path: {e}"),
-                );
-            }
+            Err(resp) => return *resp,
         };
         let b = if body.is_end_stream() {
             body::empty()
