@@ -185,3 +185,72 @@ where
         (self.stopping && self.at_boundary) || self.inner.is_end_stream()
     }
 }
+
+/// Reads `inner` ahead on its own task, up to `depth` frames, so the side that writes to the
+/// client finds several frames ready at once and sends them in one vectored write.
+///
+/// hyper hands a client response body over one frame at a time (its body channel holds a
+/// single frame): passed straight on, every upstream chunk (32 KiB from kube-apiserver) costs
+/// the client connection its own write and wake-up. Reading ahead batches them without copying.
+/// The exact length (a `Content-Length` upstream) is kept. Dropping the body (the client went
+/// away) ends the task and with it the upstream request.
+pub fn prefetched(inner: Body, depth: usize) -> Body {
+    let hint = http_body::Body::size_hint(&inner);
+    let (tx, rx) = mpsc::channel(depth.max(1));
+    tokio::spawn(read_ahead(inner, tx));
+    Prefetched { rx, hint }.boxed_unsync()
+}
+
+async fn read_ahead(mut inner: Body, tx: mpsc::Sender<Result<Bytes, BoxError>>) {
+    loop {
+        let frame = tokio::select! {
+            biased;
+            () = tx.closed() => return,
+            f = inner.frame() => f,
+        };
+        let item = match frame {
+            None => return,
+            Some(Ok(f)) => match f.into_data() {
+                Ok(d) => Ok(d),
+                Err(_) => continue, // trailers: not used by the Kubernetes API
+            },
+            Some(Err(e)) => Err(e),
+        };
+        let last = item.is_err();
+        if tx.send(item).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+struct Prefetched {
+    rx: mpsc::Receiver<Result<Bytes, BoxError>>,
+    hint: SizeHint,
+}
+
+impl http_body::Body for Prefetched {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let f = ready!(self.rx.poll_recv(cx));
+        if let Some(Ok(d)) = &f {
+            let n = d.len() as u64;
+            let lower = self.hint.lower().saturating_sub(n);
+            let upper = self.hint.upper().map(|u| u.saturating_sub(n));
+            self.hint = SizeHint::default();
+            self.hint.set_lower(lower);
+            if let Some(u) = upper {
+                self.hint.set_upper(u);
+            }
+        }
+        Poll::Ready(f.map(|r| r.map(Frame::data)))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.hint.clone()
+    }
+}

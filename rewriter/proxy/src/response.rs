@@ -36,6 +36,8 @@ const MAX_OBJECT: usize = 256 << 20;
 const MAX_SNIFF: usize = 4 << 20;
 /// Chunks that may wait between the rewriting task and the client.
 const CHANNEL_DEPTH: usize = 4;
+/// Frames read ahead of the client on a pass-through body.
+const PASS_DEPTH: usize = 16;
 /// LIST output is sent once this much is ready (watch events go one by one).
 const LIST_CHUNK: usize = 64 << 10;
 /// Watch events that have already arrived are sent together up to this much.
@@ -159,14 +161,16 @@ where
     match mode {
         BodyMode::Pass => {
             let b = if ctx.route.watch {
-                body::boxed(Counted::new(
-                    EndOnShutdown::new(upstream, ctx.shutdown.clone(), is_json(ct.as_deref())),
-                    to_client,
+                body::boxed(EndOnShutdown::new(
+                    upstream,
+                    ctx.shutdown.clone(),
+                    is_json(ct.as_deref()),
                 ))
             } else {
-                body::boxed(Counted::new(upstream, to_client))
+                body::boxed(upstream)
             };
-            Response::from_parts(parts, b)
+            let b = body::prefetched(b, PASS_DEPTH);
+            Response::from_parts(parts, body::boxed(Counted::new(b, to_client)))
         }
         BodyMode::Object => match read_all(upstream, Vec::new()).await {
             Ok(raw) => object(&ctx, parts, raw, gz, to_client),
