@@ -40,6 +40,22 @@ impl Edits {
         });
     }
 
+    /// Records an edit whose replacement is the concatenation of `parts` as a JSON string
+    /// (written straight into the arena: nothing is allocated).
+    pub fn replace_quoted_parts(&mut self, start: usize, end: usize, parts: &[&str]) {
+        let from = self.arena.len();
+        self.arena.push(b'"');
+        for p in parts {
+            super::scan::escape_into(&mut self.arena, p);
+        }
+        self.arena.push(b'"');
+        self.edits.push(Edit {
+            start,
+            end,
+            text: (from, self.arena.len()),
+        });
+    }
+
     /// Removes a span.
     pub fn delete(&mut self, start: usize, end: usize) {
         self.replace(start, end, Vec::new());

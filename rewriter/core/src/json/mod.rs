@@ -5,4 +5,4 @@ pub mod frame;
 pub mod scan;
 
 pub use edit::Edits;
-pub use scan::{Scanner, Str};
+pub use scan::{RawStr, Scanner, Str};

@@ -37,6 +37,29 @@ pub struct Str<'a> {
     pub text: Cow<'a, str>,
 }
 
+/// A string token read without decoding: its span (quotes included) and its bytes between the
+/// quotes. Without escapes, those bytes are the text (valid UTF-8, checked by the scan).
+#[derive(Debug, Clone, Copy)]
+pub struct RawStr<'a> {
+    /// Offset of the opening quote.
+    pub start: usize,
+    /// Offset one past the closing quote.
+    pub end: usize,
+    /// The bytes between the quotes.
+    pub raw: &'a [u8],
+    /// The string has backslash escapes (`raw` is not its text).
+    pub escaped: bool,
+}
+
+impl RawStr<'_> {
+    /// True when the string's text is `s` (decided without decoding when it has no escapes;
+    /// an escaped string never equals `s` here, callers decode those).
+    #[inline]
+    pub fn is(&self, s: &str) -> bool {
+        !self.escaped && self.raw == s.as_bytes()
+    }
+}
+
 impl<'a> Scanner<'a> {
     /// A scanner at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
@@ -183,6 +206,46 @@ impl<'a> Scanner<'a> {
         let key = self.string()?;
         self.expect(b':', "expected `:`")?;
         Ok(Some(key))
+    }
+
+    /// Like [`Scanner::next_key`] without decoding the key: its raw bytes (between the quotes,
+    /// escapes as written), or `None` after the closing `}`.
+    #[inline]
+    pub fn next_key_raw(&mut self, first: &mut bool) -> Result<Option<RawStr<'a>>> {
+        if !self.member(first)? {
+            return Ok(None);
+        }
+        let start = self.pos;
+        let (end, escaped) = self.skip_string()?;
+        self.expect(b':', "expected `:`")?;
+        Ok(Some(RawStr {
+            start,
+            end,
+            raw: &self.buf[start + 1..end - 1],
+            escaped,
+        }))
+    }
+
+    /// Decodes a string read raw.
+    pub fn decode(&self, s: &RawStr<'a>) -> Result<Str<'a>> {
+        let text = if s.escaped {
+            Cow::Owned(unescape(s.raw).map_err(|(i, msg)| JsonError {
+                offset: self.base + s.start + 1 + i,
+                msg,
+                eof: false,
+            })?)
+        } else {
+            Cow::Borrowed(std::str::from_utf8(s.raw).map_err(|_| JsonError {
+                offset: self.base + s.start,
+                msg: "invalid UTF-8",
+                eof: false,
+            })?)
+        };
+        Ok(Str {
+            start: s.start,
+            end: s.end,
+            text,
+        })
     }
 
     /// Like [`Scanner::next_key`] without decoding the key: true while there is a member.
@@ -483,10 +546,16 @@ fn hex4(h: &[u8]) -> u32 {
 /// Writes `s` as a JSON string (escaping only what JSON requires).
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
+    escape_into(out, s);
+    out.push(b'"');
+}
+
+/// Appends `s` escaped for the inside of a JSON string (no quotes).
+#[inline]
+pub fn escape_into(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
         out.extend_from_slice(bytes);
-        out.push(b'"');
         return;
     }
     let mut last = 0;
@@ -510,10 +579,9 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
         last = i + 1;
     }
     out.extend_from_slice(&bytes[last..]);
-    out.push(b'"');
 }
 
-/// `s` as a JSON string.
+/// Returns `s` as a JSON string literal.
 pub fn quote(s: &str) -> Vec<u8> {
     let mut v = Vec::with_capacity(s.len() + 2);
     write_str(&mut v, s);

@@ -84,6 +84,16 @@ pub struct ObjNode {
 }
 
 impl ObjNode {
+    /// The child for member `key`, given as bytes.
+    #[inline]
+    pub fn child_bytes(&self, key: &[u8]) -> Option<&Node> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k.as_bytes() == key)
+            .map(|(_, n)| n)
+            .or(self.any.as_ref())
+    }
+
     /// The child for member `key`.
     #[inline]
     pub fn child(&self, key: &str) -> Option<&Node> {

@@ -7,7 +7,10 @@ use serde_json::Value;
 use super::plan::{Gvk, Leaf, Node, ObjNode, Which};
 use crate::Direction;
 use crate::error::Result;
+use std::ops::Range;
+
 use crate::json::scan::{quote, write_str};
+use crate::rules::names::Pieces;
 use crate::json::{Edits, Scanner, Str};
 use crate::rules::Rules;
 
@@ -87,25 +90,36 @@ impl<'r, 'a> Walker<'r, 'a> {
         let mut first = true;
         let mut version: Option<Str<'a>> = None;
         let mut kind: Option<Str<'a>> = None;
-        while let Some(key) = self.sc.next_key(&mut first)? {
+        while let Some(raw) = self.sc.next_key_raw(&mut first)? {
+            // Keys are compared as bytes; only escaped ones (rare) are decoded.
+            let decoded;
+            let key: &[u8] = if raw.escaped {
+                decoded = self.sc.decode(&raw)?;
+                decoded.text.as_bytes()
+            } else {
+                raw.raw
+            };
             if let Some(g) = o.gvk {
                 let is_version = match g {
-                    Gvk::ApiVersionKind => key.text == "apiVersion",
-                    Gvk::ApiGroupKind => key.text == "apiGroup",
+                    Gvk::ApiVersionKind => key == b"apiVersion",
+                    Gvk::ApiGroupKind => key == b"apiGroup",
                 };
                 if is_version {
                     version = self.sc.string_or_skip()?;
                     continue;
                 }
-                if key.text == "kind" {
+                if key == b"kind" {
                     kind = self.sc.string_or_skip()?;
                     continue;
                 }
             }
-            let child = match o.child(&key.text) {
+            let child = match o.child_bytes(key) {
                 Some(c) => Some(c),
                 // Strategic-merge-patch directives name the field they act on.
-                None if key.text.starts_with('$') => directive_field(&key.text).and_then(|f| o.child(f)),
+                None if key.first() == Some(&b'$') => std::str::from_utf8(key)
+                    .ok()
+                    .and_then(directive_field)
+                    .and_then(|f| o.child(f)),
                 None => None,
             };
             match child {
@@ -150,13 +164,22 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
     }
 
-    fn name<'s>(&self, w: Which, s: &'s str) -> Cow<'s, str> {
-        let r = self.names(w);
-        if self.restore() {
-            r.restore_name(s)
-        } else {
-            r.rename_name(s)
+    /// Rewrites the name `s` in place (as an edit) if a rule fires on it.
+    fn rename_str(&mut self, w: Which, s: &Str<'a>) {
+        let rules = self.names(w);
+        if let Some((p, _)) = rules.pieces(self.restore(), &s.text, "")
+            && !p.eq_str(&s.text)
+        {
+            self.edits.replace_quoted_parts(s.start, s.end, &p.0);
         }
+    }
+
+    /// A name (string value); other values are skipped.
+    fn name_value(&mut self, w: Which) -> Result<()> {
+        if let Some(s) = self.sc.string_or_skip()? {
+            self.rename_str(w, &s);
+        }
+        Ok(())
     }
 
     fn leaf(&mut self, l: Leaf) -> Result<()> {
@@ -165,16 +188,17 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         match l {
             Leaf::Names(w) => self.name_map(w),
-            Leaf::NameList(w) => self.each_string(|me, s| me.name(w, s).into_owned()),
-            Leaf::Name(w) => self.string(|me, s| me.name(w, s).into_owned()),
-            Leaf::ApiVersion => self.string(|me, s| {
-                let r = if me.restore() {
-                    me.rules.restore_api_version(s, None)
-                } else {
-                    me.rules.rename_api_version(s)
-                };
-                r.unwrap_or_else(|| s.to_owned())
-            }),
+            Leaf::NameList(w) => self.name_list(w),
+            Leaf::Name(w) => self.name_value(w),
+            Leaf::ApiVersion => {
+                if let Some(s) = self.sc.string_or_skip()?
+                    && let Some(p) = self.rules.api_version_parts(self.restore(), &s.text, None)
+                    && !Pieces(p).eq_str(&s.text)
+                {
+                    self.edits.replace_quoted_parts(s.start, s.end, &p);
+                }
+                Ok(())
+            }
             Leaf::ApiGroup => {
                 self.string(|me, s| rewrite_group(me.rules, me.dir, s, me.group_hint).to_owned())
             }
@@ -199,7 +223,8 @@ impl<'r, 'a> Walker<'r, 'a> {
         Ok(())
     }
 
-    fn each_string(&mut self, f: impl Fn(&Self, &str) -> String) -> Result<()> {
+    /// A list of names; elements that are not strings are kept.
+    fn name_list(&mut self, w: Which) -> Result<()> {
         if self.sc.peek()? != b'[' {
             self.sc.skip_value()?;
             return Ok(());
@@ -207,7 +232,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         self.sc.begin_array()?;
         let mut first = true;
         while self.sc.next_elem(&mut first)? {
-            self.string(&f)?;
+            self.name_value(w)?;
         }
         Ok(())
     }
@@ -223,13 +248,19 @@ impl<'r, 'a> Walker<'r, 'a> {
         self.sc.begin_object()?;
         let mut first = true;
         let rules = self.names(w);
-        let mut out_keys: Vec<(String, (usize, usize), Option<String>)> = Vec::new();
+        let restore = self.restore();
+        // Every entry's final name (and new value) as ranges of `names`, and its value's span.
+        let mut names = String::new();
+        let mut entries: Vec<(Range<usize>, (usize, usize), Option<Range<usize>>)> = Vec::new();
         let mut changed = false;
-        while let Some(key) = self.sc.next_key(&mut first)? {
+        while let Some(raw) = self.sc.next_key_raw(&mut first)? {
+            let key = self.sc.decode(&raw)?;
+            let from = names.len();
             if key.text.starts_with('$') {
                 // Strategic-merge-patch directive ($patch, $retainKeys): kept as is.
                 let span = self.sc.skip_value()?;
-                out_keys.push((key.text.into_owned(), span, None));
+                names.push_str(&key.text);
+                entries.push((from..names.len(), span, None));
                 continue;
             }
             let (vstr, span) = if self.sc.peek()? == b'"' {
@@ -240,56 +271,62 @@ impl<'r, 'a> Walker<'r, 'a> {
                 (None, self.sc.skip_value()?)
             };
             let value_text = vstr.as_ref().map_or("", |v| v.text.as_ref());
-            let (nk, nv) = if self.restore() {
-                rules.restore(&key.text, value_text)
-            } else {
-                rules.rename(&key.text, value_text)
-            };
-            if nk != key.text {
-                self.edits.replace_quoted(key.start, key.end, &nk);
-                changed = true;
-            }
             let mut new_value = None;
-            if let Some(v) = &vstr
-                && nv != v.text
-            {
-                self.edits.replace_quoted(v.start, v.end, &nv);
-                new_value = Some(nv.clone().into_owned());
-                changed = true;
+            match rules.pieces(restore, &key.text, value_text) {
+                None => names.push_str(&key.text),
+                Some((p, nv)) => {
+                    p.0.iter().for_each(|x| names.push_str(x));
+                    if !p.eq_str(&key.text) {
+                        self.edits.replace_quoted_parts(key.start, key.end, &p.0);
+                        changed = true;
+                    }
+                    if let (Some(v), Some(nv)) = (&vstr, nv)
+                        && nv != v.text
+                    {
+                        self.edits.replace_quoted(v.start, v.end, nv);
+                        let at = names.len();
+                        names.push_str(nv);
+                        new_value = Some(at..names.len());
+                        changed = true;
+                    }
+                }
             }
-            out_keys.push((nk.into_owned(), span, new_value));
+            let name_end = new_value.as_ref().map_or(names.len(), |r| r.start);
+            entries.push((from..name_end, span, new_value));
         }
-        if changed {
-            // Maps are small: a quadratic check beats hashing here.
-            let collides = out_keys
-                .iter()
-                .enumerate()
-                .any(|(i, (k, _, _))| out_keys[..i].iter().any(|(o, _, _)| o == k));
-            if collides {
-                // Two names now collide: rebuild the map, the later entry winning.
-                let end = self.sc.pos();
-                self.edits.truncate(mark);
-                let input = self.sc.input();
-                let mut kept: Vec<&(String, (usize, usize), Option<String>)> = Vec::new();
-                for e in &out_keys {
-                    kept.retain(|k| k.0 != e.0);
-                    kept.push(e);
-                }
-                let mut out = vec![b'{'];
-                for (i, (k, span, nv)) in kept.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write_str(&mut out, k);
-                    out.push(b':');
-                    match nv {
-                        Some(v) => write_str(&mut out, v),
-                        None => out.extend_from_slice(&input[span.0..span.1]),
-                    }
-                }
-                out.push(b'}');
-                self.edits.replace(start, end, out);
+        if !changed {
+            return Ok(());
+        }
+        // Maps are small: a quadratic check beats hashing here.
+        let name = |e: &(Range<usize>, (usize, usize), Option<Range<usize>>)| &names[e.0.clone()];
+        let collides = entries
+            .iter()
+            .enumerate()
+            .any(|(i, e)| entries[..i].iter().any(|o| name(o) == name(e)));
+        if collides {
+            // Two names now collide: rebuild the map, the later entry winning.
+            let end = self.sc.pos();
+            self.edits.truncate(mark);
+            let input = self.sc.input();
+            let mut kept: Vec<&(Range<usize>, (usize, usize), Option<Range<usize>>)> = Vec::new();
+            for e in &entries {
+                kept.retain(|k| name(k) != name(e));
+                kept.push(e);
             }
+            let mut out = vec![b'{'];
+            for (i, e) in kept.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(&mut out, name(e));
+                out.push(b':');
+                match &e.2 {
+                    Some(v) => write_str(&mut out, &names[v.clone()]),
+                    None => out.extend_from_slice(&input[e.1.0..e.1.1]),
+                }
+            }
+            out.push(b'}');
+            self.edits.replace(start, end, out);
         }
         Ok(())
     }
@@ -302,33 +339,64 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         self.sc.begin_object()?;
         let mut first = true;
-        while let Some(key) = self.sc.next_key(&mut first)? {
+        let rules = self.names(w);
+        let restore = self.restore();
+        while let Some(raw) = self.sc.next_key_raw(&mut first)? {
             self.sc.skip_value()?;
-            let new = if values {
-                let Some(lit) = key.text.strip_prefix("v:") else {
+            if values {
+                // `v:"<name>"`: the name is read from the raw bytes when it needs no unescaping.
+                let plain = raw
+                    .raw
+                    .strip_prefix(br#"v:\""#)
+                    .and_then(|r| r.strip_suffix(br#"\""#))
+                    .filter(|n| !n.contains(&b'\\'))
+                    .and_then(|n| std::str::from_utf8(n).ok());
+                let owned;
+                let name = match plain {
+                    Some(n) => n,
+                    None => {
+                        let key = self.sc.decode(&raw)?;
+                        let Some(n) = key
+                            .text
+                            .strip_prefix("v:")
+                            .and_then(|lit| serde_json::from_str::<String>(lit).ok())
+                        else {
+                            continue;
+                        };
+                        owned = n;
+                        &owned
+                    }
+                };
+                let Some((p, _)) = rules.pieces(restore, name, "") else {
                     continue;
                 };
-                let Ok(name) = serde_json::from_str::<String>(lit) else {
-                    continue;
-                };
-                let n = self.name(w, &name);
-                if n == name {
+                if p.eq_str(name) {
                     continue;
                 }
-                let mut k = b"v:".to_vec();
-                k.extend_from_slice(&quote(&n));
-                String::from_utf8(k).expect("quoted UTF-8")
+                if p.0.iter().all(|x| !needs_escape(x)) {
+                    // The inner quotes are escaped by the outer string.
+                    let [a, b, c] = p.0;
+                    self.edits
+                        .replace_quoted_parts(raw.start, raw.end, &["v:\"", a, b, c, "\""]);
+                } else {
+                    let mut k = b"v:".to_vec();
+                    k.extend_from_slice(&quote(&p.concat()));
+                    let k = String::from_utf8(k).expect("quoted UTF-8");
+                    self.edits.replace_quoted(raw.start, raw.end, &k);
+                }
             } else {
+                let key = self.sc.decode(&raw)?;
                 let Some(name) = key.text.strip_prefix("f:") else {
                     continue;
                 };
-                let n = self.name(w, name);
-                if n == name {
+                let Some((p, _)) = rules.pieces(restore, name, "") else {
                     continue;
+                };
+                if !p.eq_str(name) {
+                    let [a, b, c] = p.0;
+                    self.edits.replace_quoted_parts(raw.start, raw.end, &["f:", a, b, c]);
                 }
-                format!("f:{n}")
-            };
-            self.edits.replace_quoted(key.start, key.end, &new);
+            }
         }
         Ok(())
     }
@@ -386,6 +454,11 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         Ok(())
     }
+}
+
+/// True when `s` has a byte JSON escapes.
+fn needs_escape(s: &str) -> bool {
+    s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// The directive's field: `$setElementOrder/finalizers` → `finalizers`.

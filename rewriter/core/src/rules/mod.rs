@@ -456,17 +456,31 @@ impl Rules {
 
     /// Renames `group/version`; `None` when the group is not renamed.
     pub fn rename_api_version(&self, av: &str) -> Option<String> {
-        let (g, v) = av.split_once('/')?;
-        let grp = self.group(g)?;
-        let v = grp.version_map.get(v).map_or(v, String::as_str);
-        Some(format!("{}/{}", grp.renamed, v))
+        self.api_version_parts(false, av, None).map(|p| p.concat())
     }
 
     /// Restores `group/version`; `None` when the group is not a renamed one.
     pub fn restore_api_version(&self, av: &str, kind: Option<&str>) -> Option<String> {
+        self.api_version_parts(true, av, kind).map(|p| p.concat())
+    }
+
+    /// `group/version` renamed (or, with `restore`, restored) as pieces to concatenate, without
+    /// allocating; `None` when the group is not one the rules map.
+    #[inline]
+    pub fn api_version_parts<'s>(
+        &'s self,
+        restore: bool,
+        av: &'s str,
+        kind: Option<&str>,
+    ) -> Option<[&'s str; 3]> {
         let (g, v) = av.split_once('/')?;
-        let grp = self.restore_group_for(g, kind)?;
-        Some(format!("{}/{}", grp.original, grp.restore_version(v)))
+        Some(if restore {
+            let grp = self.restore_group_for(g, kind)?;
+            [grp.original.as_str(), "/", grp.restore_version(v)]
+        } else {
+            let grp = self.group(g)?;
+            [grp.renamed.as_str(), "/", grp.rename_version(v)]
+        })
     }
 
     /// Whether responses for `resource` of an unruled group under `/apis` are rewritten.

@@ -148,27 +148,45 @@ impl NameRules {
 
     /// Original → renamed. `value` is `""` for finalizers and keys without a value.
     pub fn rename<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
-        if let Some(stripped) = name.strip_prefix(PRESERVED_PREFIX) {
-            return (Cow::Borrowed(stripped), Cow::Borrowed(value));
-        }
-        match apply(self.lookup(name), FWD, value) {
-            Some(r) => r,
-            None => (Cow::Borrowed(name), Cow::Borrowed(value)),
-        }
+        owned(name, value, self.pieces(false, name, value))
     }
 
     /// Renamed → original; original-looking names become `preserved-original-<name>`.
     pub fn restore<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
-        let found = self.lookup(name);
-        if matches(found, FWD, value) {
-            return (
-                Cow::Owned(format!("{PRESERVED_PREFIX}{name}")),
-                Cow::Borrowed(value),
-            );
-        }
-        match apply(found, BACK, value) {
-            Some(r) => r,
-            None => (Cow::Borrowed(name), Cow::Borrowed(value)),
+        owned(name, value, self.pieces(true, name, value))
+    }
+
+    /// What [`NameRules::rename`] (or, with `restore`, [`NameRules::restore`]) does to a name
+    /// and its value, without building strings: `None` when no rule fires; otherwise the new name
+    /// as pieces and the new value (`None`: unchanged).
+    ///
+    /// ```
+    /// use kube_api_rewriter::rules::names::{NameRule, NameRules};
+    /// let mut r = NameRules::default();
+    /// r.add_prefix(NameRule { original: "kubevirt.io", renamed: "kubevirt.internal.virtualization.deckhouse.io", original_value: "", renamed_value: "" }).unwrap();
+    /// let (name, value) = r.pieces(true, "kubevirt.internal.virtualization.deckhouse.io/size", "s").unwrap();
+    /// assert_eq!(name.concat(), "kubevirt.io/size");
+    /// assert_eq!(value, None);
+    /// assert_eq!(r.pieces(true, "app", "x"), None);
+    /// ```
+    #[inline]
+    pub fn pieces<'s>(
+        &'s self,
+        restore: bool,
+        name: &'s str,
+        value: &'s str,
+    ) -> Option<(Pieces<'s>, Option<&'s str>)> {
+        if restore {
+            let found = self.lookup(name);
+            if matches(found, FWD, value) {
+                return Some((Pieces([PRESERVED_PREFIX, name, ""]), None));
+            }
+            apply(found, BACK, value)
+        } else {
+            if let Some(stripped) = name.strip_prefix(PRESERVED_PREFIX) {
+                return Some((Pieces([stripped, "", ""]), None));
+            }
+            apply(self.lookup(name), FWD, value)
         }
     }
 
@@ -224,23 +242,52 @@ fn matches(found: Found<'_, '_>, d: usize, value: &str) -> bool {
 }
 
 /// The name (and value) after the rules of direction `d`, if one fires.
-fn apply<'a>(found: Found<'_, 'a>, d: usize, value: &'a str) -> Option<Renamed<'a>> {
+#[inline]
+fn apply<'s>(found: Found<'s, 's>, d: usize, value: &'s str) -> Option<(Pieces<'s>, Option<&'s str>)> {
     let (exact, prefix) = found;
     if let Some(e) = exact.map(|e| &e[d]) {
         if let Some((_, n, v)) = e.pairs.iter().find(|(ov, _, _)| ov == value) {
-            return Some((Cow::Owned(n.clone()), Cow::Owned(v.clone())));
+            return Some((Pieces([n, "", ""]), Some(v)));
         }
         if let Some(n) = &e.to {
-            return Some((Cow::Owned(n.clone()), Cow::Borrowed(value)));
+            return Some((Pieces([n, "", ""]), None));
         }
     }
     let (p, rest) = prefix?;
     let p = p[d].as_ref()?;
-    let mut out = String::with_capacity(p.len() + 1 + rest.len());
-    out.push_str(p);
-    out.push('/');
-    out.push_str(rest);
-    Some((Cow::Owned(out), Cow::Borrowed(value)))
+    Some((Pieces([p, "/", rest]), None))
+}
+
+/// A name and value as [`NameRules::rename`] returns them.
+fn owned<'a>(name: &'a str, value: &'a str, p: Option<(Pieces<'_>, Option<&str>)>) -> Renamed<'a> {
+    match p {
+        None => (Cow::Borrowed(name), Cow::Borrowed(value)),
+        Some((n, v)) => (
+            Cow::Owned(n.concat()),
+            v.map_or(Cow::Borrowed(value), |v| Cow::Owned(v.to_owned())),
+        ),
+    }
+}
+
+/// A name built from up to three pieces, so that a rewrite can be written out without
+/// allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pieces<'s>(pub [&'s str; 3]);
+
+impl Pieces<'_> {
+    /// The name as one string.
+    pub fn concat(&self) -> String {
+        self.0.concat()
+    }
+
+    /// True when the name equals `s`.
+    pub fn eq_str(&self, s: &str) -> bool {
+        let [a, b, c] = self.0;
+        s.len() == a.len() + b.len() + c.len()
+            && s.starts_with(a)
+            && s[a.len()..].starts_with(b)
+            && s.ends_with(c)
+    }
 }
 
 fn set_name(
