@@ -56,6 +56,23 @@ impl Edits {
         });
     }
 
+    /// Like [`Edits::replace_quoted_parts`] with `parts` written as they are: the caller knows
+    /// they are valid JSON string content already (from unescaped input, from rules without
+    /// characters to escape, or escaped by hand).
+    pub fn replace_plain_parts(&mut self, start: usize, end: usize, parts: &[&str]) {
+        let from = self.arena.len();
+        self.arena.push(b'"');
+        for p in parts {
+            self.arena.extend_from_slice(p.as_bytes());
+        }
+        self.arena.push(b'"');
+        self.edits.push(Edit {
+            start,
+            end,
+            text: (from, self.arena.len()),
+        });
+    }
+
     /// Removes a span.
     pub fn delete(&mut self, start: usize, end: usize) {
         self.replace(start, end, Vec::new());

@@ -550,11 +550,17 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
+/// True when `s` has a byte JSON strings escape (`"`, `\\`, control characters).
+#[inline]
+pub fn needs_escape(s: &str) -> bool {
+    s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
 /// Appends `s` escaped for the inside of a JSON string (no quotes).
 #[inline]
 pub fn escape_into(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
-    if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+    if !needs_escape(s) {
         out.extend_from_slice(bytes);
         return;
     }

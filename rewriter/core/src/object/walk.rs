@@ -9,7 +9,7 @@ use crate::Direction;
 use crate::error::Result;
 use std::ops::Range;
 
-use crate::json::scan::{quote, write_str};
+use crate::json::scan::{needs_escape, quote, write_str};
 use crate::rules::names::Pieces;
 use crate::json::{Edits, Scanner, Str};
 use crate::rules::Rules;
@@ -170,7 +170,11 @@ impl<'r, 'a> Walker<'r, 'a> {
         if let Some((p, _)) = rules.pieces(self.restore(), &s.text, "")
             && !p.eq_str(&s.text)
         {
-            self.edits.replace_quoted_parts(s.start, s.end, &p.0);
+            if rules.is_plain() && matches!(s.text, Cow::Borrowed(_)) {
+                self.edits.replace_plain_parts(s.start, s.end, &p.0);
+            } else {
+                self.edits.replace_quoted_parts(s.start, s.end, &p.0);
+            }
         }
     }
 
@@ -277,7 +281,11 @@ impl<'r, 'a> Walker<'r, 'a> {
                 Some((p, nv)) => {
                     p.0.iter().for_each(|x| names.push_str(x));
                     if !p.eq_str(&key.text) {
-                        self.edits.replace_quoted_parts(key.start, key.end, &p.0);
+                        if rules.is_plain() && !raw.escaped {
+                            self.edits.replace_plain_parts(key.start, key.end, &p.0);
+                        } else {
+                            self.edits.replace_quoted_parts(key.start, key.end, &p.0);
+                        }
                         changed = true;
                     }
                     if let (Some(v), Some(nv)) = (&vstr, nv)
@@ -374,10 +382,10 @@ impl<'r, 'a> Walker<'r, 'a> {
                     continue;
                 }
                 if p.0.iter().all(|x| !needs_escape(x)) {
-                    // The inner quotes are escaped by the outer string.
+                    // The inner quotes, escaped for the outer string.
                     let [a, b, c] = p.0;
                     self.edits
-                        .replace_quoted_parts(raw.start, raw.end, &["v:\"", a, b, c, "\""]);
+                        .replace_plain_parts(raw.start, raw.end, &["v:\\\"", a, b, c, "\\\""]);
                 } else {
                     let mut k = b"v:".to_vec();
                     k.extend_from_slice(&quote(&p.concat()));
@@ -394,7 +402,11 @@ impl<'r, 'a> Walker<'r, 'a> {
                 };
                 if !p.eq_str(name) {
                     let [a, b, c] = p.0;
-                    self.edits.replace_quoted_parts(raw.start, raw.end, &["f:", a, b, c]);
+                    if rules.is_plain() && !raw.escaped {
+                        self.edits.replace_plain_parts(raw.start, raw.end, &["f:", a, b, c]);
+                    } else {
+                        self.edits.replace_quoted_parts(raw.start, raw.end, &["f:", a, b, c]);
+                    }
                 }
             }
         }
@@ -454,11 +466,6 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         Ok(())
     }
-}
-
-/// True when `s` has a byte JSON escapes.
-fn needs_escape(s: &str) -> bool {
-    s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// The directive's field: `$setElementOrder/finalizers` → `finalizers`.
@@ -711,4 +718,51 @@ pub fn resource_attributes(rules: &Rules, dir: Direction, v: &mut Value) -> bool
     }
     obj.insert("group".into(), Value::String(new_group));
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::object::{Context, rewrite};
+    use crate::{Direction, Rules};
+
+    fn restore(doc: &str) -> String {
+        let rules = Rules::builtin_kubevirt();
+        let out = rewrite(&rules, Direction::Restore, doc.as_bytes(), &Context::default()).unwrap();
+        String::from_utf8(out.bytes().unwrap().to_vec()).unwrap()
+    }
+
+    const HEAD: &str = r#"{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachine","metadata":"#;
+
+    #[test]
+    fn managed_fields_keys_plain_and_escaped() {
+        // `v:` keys read from raw bytes, `f:` keys, and the same names written with escapes.
+        let doc = format!(
+            r#"{HEAD}{{"managedFields":[{{"apiVersion":"internal.virtualization.deckhouse.io/v1","fieldsV1":{{"f:metadata":{{"f:finalizers":{{"v:\"kubevirt.internal.virtualization.deckhouse.io/x\"":{{}},"v:\"kubevirt.internal.virtualization.deckhouse.io\/y\"":{{}}}},"f:labels":{{"f:kubevirt.internal.virtualization.deckhouse.io/a":{{}},"f:kubevirt.internal.virtualization.deckhouse.io\/b":{{}},"f:app":{{}}}}}}}}}}]}}}}"#
+        );
+        let out = restore(&doc);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let meta = &v["metadata"]["managedFields"][0];
+        assert_eq!(meta["apiVersion"], "kubevirt.io/v1");
+        let f = &meta["fieldsV1"]["f:metadata"];
+        let fin: Vec<&String> = f["f:finalizers"].as_object().unwrap().keys().collect();
+        assert_eq!(fin, [r#"v:"kubevirt.io/x""#, r#"v:"kubevirt.io/y""#]);
+        let labels: Vec<&String> = f["f:labels"].as_object().unwrap().keys().collect();
+        assert_eq!(labels, ["f:kubevirt.io/a", "f:kubevirt.io/b", "f:app"]);
+    }
+
+    #[test]
+    fn label_maps_keep_values_and_escapes() {
+        let doc = format!(
+            r#"{HEAD}{{"labels":{{"kubevirt.internal.virtualization.deckhouse.io/a":"1","kubevirt.internal.virtualization.deckhouse.io\/b":"2","x\"y":"3"}},"finalizers":["kubevirt.internal.virtualization.deckhouse.io/f","k\\z"]}}}}"#
+        );
+        let out = restore(&doc);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["metadata"]["labels"],
+            serde_json::json!({"kubevirt.io/a": "1", "kubevirt.io/b": "2", "x\"y": "3"})
+        );
+        assert_eq!(v["metadata"]["finalizers"], serde_json::json!(["kubevirt.io/f", "k\\z"]));
+        // Untouched entries keep their bytes.
+        assert!(out.contains(r#""x\"y":"3""#), "{out}");
+    }
 }

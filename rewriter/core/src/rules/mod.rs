@@ -131,6 +131,8 @@ pub struct Group {
     pub version_map: BTreeMap<String, String>,
     /// Resources by plural.
     pub resources: BTreeMap<String, ResourceRule>,
+    /// Kinds and list kinds → (plural, is the list kind): the first resource by plural wins.
+    by_kind: names::FastMap<(String, bool)>,
 }
 
 /// An exclude rule: objects it matches are hidden from clients.
@@ -160,6 +162,8 @@ pub struct Rules {
     groups: Vec<Group>,
     by_original: names::FastMap<usize>,
     by_renamed: names::FastMap<Vec<usize>>,
+    /// Groups having a resource of each (original) kind, in rule order.
+    groups_by_kind: names::FastMap<Vec<usize>>,
     /// Webhook paths.
     pub webhooks: BTreeMap<String, WebhookRule>,
     /// Label rules.
@@ -289,6 +293,21 @@ impl Rules {
                 .entry(g.group_rule.renamed.clone())
                 .or_default()
                 .push(idx);
+            let mut by_kind = names::FastMap::default();
+            for (plural, r) in &resources {
+                by_kind
+                    .entry(r.kind.clone())
+                    .or_insert_with(|| (plural.clone(), false));
+                by_kind
+                    .entry(r.list_kind.clone())
+                    .or_insert_with(|| (plural.clone(), true));
+                for k in [&r.kind, &r.list_kind] {
+                    let v = self.groups_by_kind.entry(k.clone()).or_default();
+                    if v.last() != Some(&idx) {
+                        v.push(idx);
+                    }
+                }
+            }
             self.groups.push(Group {
                 original,
                 renamed: g.group_rule.renamed,
@@ -296,6 +315,7 @@ impl Rules {
                 preferred_version: g.group_rule.preferred_version,
                 version_map: g.group_rule.version_map.unwrap_or_default(),
                 resources,
+                by_kind,
             });
         }
         for (path, w) in f.webhooks.unwrap_or_default() {
@@ -440,13 +460,16 @@ impl Rules {
     /// The original group of a renamed one; with several, the one holding `kind` (renamed or
     /// original spelling), else the first.
     pub fn restore_group_for(&self, renamed: &str, kind: Option<&str>) -> Option<&Group> {
-        let mut it = self.groups_renamed_to(renamed).peekable();
-        let first = *it.peek()?;
+        let first = self.groups_renamed_to(renamed).next()?;
         if let Some(kind) = kind {
             let k = kind.strip_prefix(self.kind_prefix.as_str()).unwrap_or(kind);
             if let Some(g) = self
-                .groups_renamed_to(renamed)
-                .find(|g| g.resource_by_kind(k).is_some())
+                .groups_by_kind
+                .get(k)
+                .into_iter()
+                .flatten()
+                .map(|&i| &self.groups[i])
+                .find(|g| g.renamed == renamed)
             {
                 return Some(g);
             }
@@ -516,15 +539,8 @@ impl Rules {
 impl Group {
     /// The resource rule whose kind or listKind is `kind`; the bool says it is the list kind.
     pub fn resource_by_kind(&self, kind: &str) -> Option<(&ResourceRule, bool)> {
-        self.resources.values().find_map(|r| {
-            if r.kind == kind {
-                Some((r, false))
-            } else if r.list_kind == kind {
-                Some((r, true))
-            } else {
-                None
-            }
-        })
+        let (plural, list) = self.by_kind.get(kind)?;
+        self.resources.get(plural).map(|r| (r, *list))
     }
 
     /// Renamed version → original version.

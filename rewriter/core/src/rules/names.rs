@@ -21,6 +21,8 @@ pub struct NameRules {
     names: FastMap<[NameEntry; 2]>,
     /// Prefixes (the part before the first `/`), both directions.
     prefixes: FastMap<[Option<String>; 2]>,
+    /// Some rule string has a character JSON escapes.
+    escapes: bool,
 }
 
 /// Index of original → renamed entries.
@@ -96,6 +98,7 @@ pub struct Collision(pub String);
 impl NameRules {
     /// Adds an exact-name rule (a `name=value` rule when values are given).
     pub fn add_name(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
+        self.note_escapes(&r);
         if r.original.is_empty() || r.renamed.is_empty() {
             return Err(Collision(
                 "a name rule needs both `original` and `renamed`".into(),
@@ -129,6 +132,7 @@ impl NameRules {
 
     /// Adds a prefix rule (matches the part of a name before its first `/`).
     pub fn add_prefix(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
+        self.note_escapes(&r);
         if r.original.is_empty() || r.renamed.is_empty() {
             return Err(Collision(
                 "a prefix rule needs both `original` and `renamed`".into(),
@@ -139,6 +143,19 @@ impl NameRules {
         }
         insert_unique(&mut self.prefixes, FWD, r.original, r.renamed)?;
         insert_unique(&mut self.prefixes, BACK, r.renamed, r.original)
+    }
+
+    fn note_escapes(&mut self, r: &NameRule<'_>) {
+        use crate::json::scan::needs_escape;
+        self.escapes |= [r.original, r.renamed, r.original_value, r.renamed_value]
+            .iter()
+            .any(|s| needs_escape(s));
+    }
+
+    /// True when no rule string has a character that JSON escapes: the pieces of a rewritten
+    /// name that had none need no escaping either.
+    pub fn is_plain(&self) -> bool {
+        !self.escapes
     }
 
     /// True when no rule is set.
