@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use crate::error::JsonError;
 
-/// Nesting deeper than this is rejected, as serde_json does.
+/// Nesting this deep is rejected, as serde_json does (127 levels pass).
 pub const MAX_DEPTH: u32 = 128;
 
 /// Result of scanner operations.
@@ -155,7 +155,7 @@ impl<'a> Scanner<'a> {
 
     fn enter(&mut self) -> Result<()> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
+        if self.depth >= MAX_DEPTH {
             Err(self.err("recursion limit exceeded"))
         } else {
             Ok(())
@@ -348,15 +348,36 @@ impl<'a> Scanner<'a> {
                     match e {
                         b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
                         b'u' => {
-                            if buf.len() < i + 6 {
-                                self.pos = buf.len();
-                                return Err(self.eof());
-                            }
-                            if !buf[i + 2..i + 6].iter().all(u8::is_ascii_hexdigit) {
-                                self.pos = i + 2;
-                                return Err(self.err("invalid \\u escape"));
-                            }
+                            let hi = self.hex_escape(i)?;
                             i += 6;
+                            if (0xDC00..0xE000).contains(&hi) {
+                                self.pos = i - 6;
+                                return Err(self.err("lone trailing surrogate in \\u escape"));
+                            }
+                            if (0xD800..0xDC00).contains(&hi) {
+                                // A leading surrogate needs a trailing one right after it.
+                                match buf.get(i..i + 2) {
+                                    Some(b"\\u") => {}
+                                    Some(_) => {
+                                        self.pos = i - 6;
+                                        return Err(self.err("lone leading surrogate in \\u escape"));
+                                    }
+                                    None if buf.get(i).is_some_and(|&b| b != b'\\') => {
+                                        self.pos = i - 6;
+                                        return Err(self.err("lone leading surrogate in \\u escape"));
+                                    }
+                                    None => {
+                                        self.pos = buf.len();
+                                        return Err(self.eof());
+                                    }
+                                }
+                                let lo = self.hex_escape(i)?;
+                                if !(0xDC00..0xE000).contains(&lo) {
+                                    self.pos = i;
+                                    return Err(self.err("invalid low surrogate in \\u escape"));
+                                }
+                                i += 6;
+                            }
                         }
                         _ => {
                             self.pos = i + 1;
@@ -377,27 +398,36 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// The value of the `\\uXXXX` escape at `i` (its backslash).
+    fn hex_escape(&mut self, i: usize) -> Result<u32> {
+        let Some(h) = self.buf.get(i + 2..i + 6) else {
+            self.pos = self.buf.len();
+            return Err(self.eof());
+        };
+        if !h.iter().all(u8::is_ascii_hexdigit) {
+            self.pos = i + 2;
+            return Err(self.err("invalid \\u escape"));
+        }
+        Ok(hex4(h))
+    }
+
     /// Skips any value, validating it. Returns its span.
     pub fn skip_value(&mut self) -> Result<(usize, usize)> {
         let b = self.peek()?;
         let start = self.pos;
         match b {
+            b'{' | b'[' => self.skip_container()?,
+            _ => self.skip_scalar(b)?,
+        }
+        Ok((start, self.pos))
+    }
+
+    /// Skips a string, literal or number starting with `b`.
+    #[inline(always)]
+    fn skip_scalar(&mut self, b: u8) -> Result<()> {
+        match b {
             b'"' => {
                 self.skip_string()?;
-            }
-            b'{' => {
-                self.begin_object()?;
-                let mut first = true;
-                while self.skip_key(&mut first)? {
-                    self.skip_value()?;
-                }
-            }
-            b'[' => {
-                self.begin_array()?;
-                let mut first = true;
-                while self.next_elem(&mut first)? {
-                    self.skip_value()?;
-                }
             }
             b't' => self.literal(b"true")?,
             b'f' => self.literal(b"false")?,
@@ -405,7 +435,85 @@ impl<'a> Scanner<'a> {
             b'-' | b'0'..=b'9' => self.number()?,
             _ => return Err(self.err("expected a value")),
         }
-        Ok((start, self.pos))
+        Ok(())
+    }
+
+    /// Skips the object or array at the current position in one loop (no recursion): one bit
+    /// per open level says object or array. Most of a document is skipped here.
+    fn skip_container(&mut self) -> Result<()> {
+        /// Where the loop is: before a value, or after one (or after an opening bracket).
+        #[derive(PartialEq)]
+        enum At {
+            Value,
+            After,
+        }
+        let mut objects: u128 = 0;
+        let mut level: u32 = 0;
+        let mut at = At::Value;
+        loop {
+            if at == At::Value {
+                let b = self.peek()?;
+                if b != b'{' && b != b'[' {
+                    self.skip_scalar(b)?;
+                    at = At::After;
+                    continue;
+                }
+                if self.depth + level + 1 >= MAX_DEPTH {
+                    return Err(self.err("recursion limit exceeded"));
+                }
+                let is_object = b == b'{';
+                objects = (objects << 1) | u128::from(is_object);
+                level += 1;
+                self.pos += 1;
+                let close = if is_object { b'}' } else { b']' };
+                if self.peek()? == close {
+                    self.pos += 1;
+                    objects >>= 1;
+                    level -= 1;
+                    at = At::After;
+                } else if is_object {
+                    self.object_key()?;
+                }
+                // Arrays: the first element follows (at stays `Value`).
+                if level == 0 {
+                    return Ok(());
+                }
+                continue;
+            }
+            // After a value inside a container.
+            let is_object = objects & 1 == 1;
+            let b = self.peek()?;
+            if b == b',' {
+                self.pos += 1;
+                if is_object {
+                    self.object_key()?;
+                }
+                at = At::Value;
+            } else if b == if is_object { b'}' } else { b']' } {
+                self.pos += 1;
+                objects >>= 1;
+                level -= 1;
+                if level == 0 {
+                    return Ok(());
+                }
+            } else {
+                return Err(self.err(if is_object {
+                    "expected `,` or `}`"
+                } else {
+                    "expected `,` or `]`"
+                }));
+            }
+        }
+    }
+
+    /// A member's key and its colon.
+    #[inline(always)]
+    fn object_key(&mut self) -> Result<()> {
+        if self.peek()? != b'"' {
+            return Err(self.err("expected a key"));
+        }
+        self.skip_string()?;
+        self.expect(b':', "expected `:`")
     }
 
     /// True if the next value is `null` (not consumed).
@@ -620,9 +728,17 @@ mod tests {
             r#""\x""#,
             "tru",
             "{\"a\":\"\u{e9}\"}",
+            // Surrogates: paired, lone leading, lone trailing, leading then leading (fuzz).
+            r#""\ud83d\ude00""#,
+            r#""\ud83dx""#,
+            r#""\ude00""#,
+            r#""trt\udaee\udaeez""#,
+            r#""\ud83d\u0041""#,
+            r#"[{"a":"\ud83d"}]"#,
         ] {
             let ours = valid(s);
-            let theirs = serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok();
+            // A `Value` validates strings as text (what every consumer of the output does).
+            let theirs = serde_json::from_str::<serde_json::Value>(s).is_ok();
             assert_eq!(ours, theirs, "{s:?}");
         }
     }
@@ -640,6 +756,22 @@ mod tests {
     fn depth_is_limited() {
         let deep = "[".repeat(200) + &"]".repeat(200);
         assert!(!valid(&deep));
+        // The limit is serde_json's: 127 levels pass, 128 do not.
+        for (n, ok) in [(127, true), (128, false)] {
+            let doc = "[".repeat(n) + &"]".repeat(n);
+            assert_eq!(valid(&doc), ok, "{n}");
+            assert_eq!(serde_json::from_str::<serde_json::Value>(&doc).is_ok(), ok, "{n}");
+            let doc = "{\"a\":".repeat(n) + "1" + &"}".repeat(n);
+            assert_eq!(valid(&doc), ok, "{n}");
+        }
+    }
+
+    #[test]
+    fn input_ending_inside_a_surrogate_pair_is_eof() {
+        for doc in [r#""\ud83d"#, r#""\ud83d\"#, r#""\ud83d\u"#, r#""\ud83d\ude"#] {
+            let e = Scanner::new(doc.as_bytes()).skip_value().unwrap_err();
+            assert!(e.eof, "{doc}: {e:?}");
+        }
     }
 
     #[test]

@@ -10,9 +10,9 @@ use crate::error::Result;
 use std::ops::Range;
 
 use crate::json::scan::{needs_escape, quote, write_str};
-use crate::rules::names::Pieces;
 use crate::json::{Edits, Scanner, Str};
 use crate::rules::Rules;
+use crate::rules::names::Pieces;
 
 /// Walks one document (or a part of one) and collects edits.
 pub struct Walker<'r, 'a> {
@@ -403,9 +403,11 @@ impl<'r, 'a> Walker<'r, 'a> {
                 if !p.eq_str(name) {
                     let [a, b, c] = p.0;
                     if rules.is_plain() && !raw.escaped {
-                        self.edits.replace_plain_parts(raw.start, raw.end, &["f:", a, b, c]);
+                        self.edits
+                            .replace_plain_parts(raw.start, raw.end, &["f:", a, b, c]);
                     } else {
-                        self.edits.replace_quoted_parts(raw.start, raw.end, &["f:", a, b, c]);
+                        self.edits
+                            .replace_quoted_parts(raw.start, raw.end, &["f:", a, b, c]);
                     }
                 }
             }
@@ -761,7 +763,10 @@ mod tests {
             v["metadata"]["labels"],
             serde_json::json!({"kubevirt.io/a": "1", "kubevirt.io/b": "2", "x\"y": "3"})
         );
-        assert_eq!(v["metadata"]["finalizers"], serde_json::json!(["kubevirt.io/f", "k\\z"]));
+        assert_eq!(
+            v["metadata"]["finalizers"],
+            serde_json::json!(["kubevirt.io/f", "k\\z"])
+        );
         // Untouched entries keep their bytes.
         assert!(out.contains(r#""x\"y":"3""#), "{out}");
     }

@@ -23,6 +23,16 @@ pub struct NameRules {
     prefixes: FastMap<[Option<String>; 2]>,
     /// Some rule string has a character JSON escapes.
     escapes: bool,
+    /// Lengths (mod 64) of the exact names and of the prefixes: most names are turned away
+    /// by a bit test before any hashing.
+    name_lens: u64,
+    prefix_lens: u64,
+}
+
+/// The length bit of `s` in a length set.
+#[inline(always)]
+fn len_bit(s: &str) -> u64 {
+    1 << (s.len() % 64)
 }
 
 /// Index of original → renamed entries.
@@ -98,7 +108,7 @@ pub struct Collision(pub String);
 impl NameRules {
     /// Adds an exact-name rule (a `name=value` rule when values are given).
     pub fn add_name(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
-        self.note_escapes(&r);
+        self.note_rule(&r, false);
         if r.original.is_empty() || r.renamed.is_empty() {
             return Err(Collision(
                 "a name rule needs both `original` and `renamed`".into(),
@@ -132,7 +142,7 @@ impl NameRules {
 
     /// Adds a prefix rule (matches the part of a name before its first `/`).
     pub fn add_prefix(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
-        self.note_escapes(&r);
+        self.note_rule(&r, true);
         if r.original.is_empty() || r.renamed.is_empty() {
             return Err(Collision(
                 "a prefix rule needs both `original` and `renamed`".into(),
@@ -145,8 +155,14 @@ impl NameRules {
         insert_unique(&mut self.prefixes, BACK, r.renamed, r.original)
     }
 
-    fn note_escapes(&mut self, r: &NameRule<'_>) {
+    fn note_rule(&mut self, r: &NameRule<'_>, prefix: bool) {
         use crate::json::scan::needs_escape;
+        let lens = if prefix {
+            &mut self.prefix_lens
+        } else {
+            &mut self.name_lens
+        };
+        *lens |= len_bit(r.original) | len_bit(r.renamed);
         self.escapes |= [r.original, r.renamed, r.original_value, r.renamed_value]
             .iter()
             .any(|s| needs_escape(s));
@@ -214,9 +230,16 @@ impl NameRules {
             .filter_map(|(k, v)| v[BACK].as_deref().map(|o| (k.as_str(), o)))
     }
 
+    #[inline]
     fn lookup<'r, 'a>(&'r self, name: &'a str) -> Found<'r, 'a> {
-        let exact = self.names.get(name);
-        let prefix = split_prefix(name).and_then(|(p, rest)| self.prefixes.get(p).map(|e| (e, rest)));
+        let exact = if self.name_lens & len_bit(name) != 0 {
+            self.names.get(name)
+        } else {
+            None
+        };
+        let prefix = split_prefix(name)
+            .filter(|(p, _)| self.prefix_lens & len_bit(p) != 0)
+            .and_then(|(p, rest)| self.prefixes.get(p).map(|e| (e, rest)));
         (exact, prefix)
     }
 
