@@ -208,21 +208,19 @@ impl<'r, 'a> Walker<'r, 'a> {
         let kind = kind.unwrap_or("");
         // The kind and group as the original side names them.
         let (og, ok) = match self.dir {
-            Direction::Rename => (group.to_owned(), kind.to_owned()),
+            Direction::Rename => (group, kind),
             Direction::Restore => {
-                let (g, k) =
-                    walk::rewrite_group_kind(self.rules, self.dir, Some(group), Some(kind), self.group_hint);
-                (
-                    g.unwrap_or_else(|| group.to_owned()),
-                    k.unwrap_or_else(|| kind.to_owned()),
-                )
+                match walk::restore_group_kind(self.rules, group, Some(kind), self.group_hint) {
+                    Some((g, k)) => (g.original.as_str(), k.unwrap_or(kind)),
+                    None => (group, kind),
+                }
             }
         };
         if self.dir == Direction::Restore && hint.top && self.excluded(group, kind)? {
             self.sc.skip_value()?;
             return Ok(Verdict::Excluded);
         }
-        match (og.as_str(), ok.as_str()) {
+        match (og, ok) {
             ("", "Status") => self.dom(|me, v| status::restore(me.rules, me.dir, v))?,
             ("", "APIGroupList" | "APIGroup" | "APIResourceList")
             | ("apidiscovery.k8s.io", "APIGroupDiscoveryList") => {

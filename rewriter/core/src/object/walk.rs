@@ -137,6 +137,9 @@ impl<'r, 'a> Walker<'r, 'a> {
 
     /// Rewrites an `apiVersion`/`kind` (or `apiGroup`/`kind`) pair.
     fn gvk(&mut self, g: Gvk, version: Option<Str<'a>>, kind: Option<Str<'a>>) {
+        if g == Gvk::ApiVersionKind && self.restore() {
+            return self.restore_gvk(version, kind);
+        }
         let k = kind.as_ref().map(|k| k.text.as_ref());
         let (new_v, new_k) = match g {
             Gvk::ApiVersionKind => {
@@ -153,6 +156,25 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         if let (Some(s), Some(n)) = (kind, new_k) {
             self.edits.replace_quoted(s.start, s.end, &n);
+        }
+    }
+
+    /// [`Walker::gvk`] for a restore of `apiVersion`/`kind`, written as pieces.
+    fn restore_gvk(&mut self, version: Option<Str<'a>>, kind: Option<Str<'a>>) {
+        let Some(v) = version else { return };
+        let (group, ver) = v.text.split_once('/').unwrap_or(("", &v.text));
+        let k = kind.as_ref().map(|k| k.text.as_ref());
+        let Some((grp, new_kind)) = restore_group_kind(self.rules, group, k, self.group_hint) else {
+            return;
+        };
+        let parts = [grp.original.as_str(), "/", grp.restore_version(ver)];
+        if !Pieces(parts).eq_str(&v.text) {
+            self.edits.replace_quoted_parts(v.start, v.end, &parts);
+        }
+        if let (Some(s), Some(n)) = (&kind, new_kind)
+            && n != s.text
+        {
+            self.edits.replace_quoted(s.start, s.end, n);
         }
     }
 
@@ -524,25 +546,35 @@ pub fn rewrite_group_kind(
                 .map(|k| format!("{}{k}", rules.kind_prefix));
             (Some(grp.renamed.clone()), k)
         }
-        Direction::Restore => {
-            if !rules.is_renamed_group(group) {
-                return (None, None);
-            }
-            let grp = match group_hint
-                .and_then(|h| rules.group(h))
-                .filter(|g| g.renamed == group)
-            {
-                Some(g) if kind.is_none() => g,
-                _ => rules
-                    .restore_group_for(group, kind)
-                    .expect("renamed group has an original"),
-            };
-            let k = kind
-                .and_then(|k| k.strip_prefix(rules.kind_prefix.as_str()))
-                .filter(|k| grp.resource_by_kind(k).is_some());
-            (Some(grp.original.clone()), k.map(str::to_owned))
-        }
+        Direction::Restore => match restore_group_kind(rules, group, kind, group_hint) {
+            Some((g, k)) => (Some(g.original.clone()), k.map(str::to_owned)),
+            None => (None, None),
+        },
     }
+}
+
+/// A renamed (`group`, `kind`) pair restored without allocating: the original group and, when
+/// the kind is one of its renamed kinds, the original kind. `None` for groups not renamed.
+pub fn restore_group_kind<'r, 'k>(
+    rules: &'r Rules,
+    group: &str,
+    kind: Option<&'k str>,
+    group_hint: Option<&str>,
+) -> Option<(&'r crate::rules::Group, Option<&'k str>)> {
+    if !rules.is_renamed_group(group) {
+        return None;
+    }
+    let grp = match group_hint
+        .and_then(|h| rules.group(h))
+        .filter(|g| g.renamed == group)
+    {
+        Some(g) if kind.is_none() => g,
+        _ => rules.restore_group_for(group, kind)?,
+    };
+    let k = kind
+        .and_then(|k| k.strip_prefix(rules.kind_prefix.as_str()))
+        .filter(|k| grp.resource_by_kind(k).is_some());
+    Some((grp, k))
 }
 
 /// Rewrites a bare group name.
