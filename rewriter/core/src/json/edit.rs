@@ -20,13 +20,7 @@ pub struct Edits {
 impl Edits {
     /// Records an edit.
     pub fn replace(&mut self, start: usize, end: usize, text: Vec<u8>) {
-        let from = self.arena.len();
-        self.arena.extend_from_slice(&text);
-        self.edits.push(Edit {
-            start,
-            end,
-            text: (from, self.arena.len()),
-        });
+        self.replace_slice(start, end, &text);
     }
 
     /// Records an edit whose replacement is `s` as a JSON string.
@@ -71,6 +65,36 @@ impl Edits {
             end,
             text: (from, self.arena.len()),
         });
+    }
+
+    /// Records an edit whose replacement is `text`.
+    pub fn replace_slice(&mut self, start: usize, end: usize, text: &[u8]) {
+        let from = self.arena.len();
+        self.arena.extend_from_slice(text);
+        self.edits.push(Edit {
+            start,
+            end,
+            text: (from, self.arena.len()),
+        });
+    }
+
+    /// `input[start..end]` with the edits recorded after `mark` applied (they must lie inside
+    /// it), or `None` when there are none.
+    pub fn render_since(&self, mark: usize, input: &[u8], start: usize, end: usize) -> Option<Vec<u8>> {
+        let mut recent: Vec<&Edit> = self.edits.get(mark..)?.iter().collect();
+        if recent.is_empty() {
+            return None;
+        }
+        recent.sort_by_key(|e| e.start);
+        let mut out = Vec::with_capacity(end - start + 64);
+        let mut at = start;
+        for e in recent {
+            out.extend_from_slice(&input[at..e.start]);
+            out.extend_from_slice(&self.arena[e.text.0..e.text.1]);
+            at = e.end;
+        }
+        out.extend_from_slice(&input[at..end]);
+        Some(out)
     }
 
     /// Removes a span.

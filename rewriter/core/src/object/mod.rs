@@ -15,6 +15,7 @@
 mod crd;
 mod discovery;
 mod leaf;
+pub mod memo;
 pub mod plan;
 mod status;
 pub mod walk;

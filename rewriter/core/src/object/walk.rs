@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use super::memo::{self, Memo};
 use super::plan::{Gvk, Leaf, Node, ObjNode, Which};
 use crate::Direction;
 use crate::error::Result;
@@ -30,6 +31,8 @@ pub struct Walker<'r, 'a> {
     pub kind_hint: Option<(&'r str, &'r str)>,
     /// The CRD being walked.
     pub(crate) crd: Option<super::crd::CrdTarget>,
+    /// Leaf rewrites remembered by their bytes (kept across the items of a stream).
+    pub memo: Memo,
 }
 
 impl<'r, 'a> Walker<'r, 'a> {
@@ -43,6 +46,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             group_hint: None,
             kind_hint: None,
             crd: None,
+            memo: Memo::default(),
         }
     }
 
@@ -212,6 +216,37 @@ impl<'r, 'a> Walker<'r, 'a> {
         if self.context_leaf(l)? {
             return Ok(());
         }
+        match memo::slot(l) {
+            Some(slot) => self.remembered_leaf(slot, l),
+            None => self.rewrite_leaf(l),
+        }
+    }
+
+    /// A leaf rewritten once per distinct bytes: skipped (validated) first, then looked up in
+    /// the memo, rewritten only when it is not there yet.
+    fn remembered_leaf(&mut self, slot: usize, l: Leaf) -> Result<()> {
+        self.sc.ws();
+        let before = self.sc.clone();
+        let (start, end) = self.sc.skip_value()?;
+        let input = self.sc.input();
+        let raw = &input[start..end];
+        match self.memo.get(slot, raw) {
+            Some(Some(out)) => {
+                self.edits.replace_slice(start, end, out);
+                return Ok(());
+            }
+            Some(None) => return Ok(()),
+            None => {}
+        }
+        self.sc = before;
+        let mark = self.edits.len();
+        self.rewrite_leaf(l)?;
+        let out = self.edits.render_since(mark, input, start, end);
+        self.memo.insert(slot, raw, out);
+        Ok(())
+    }
+
+    fn rewrite_leaf(&mut self, l: Leaf) -> Result<()> {
         match l {
             Leaf::Names(w) => self.name_map(w),
             Leaf::NameList(w) => self.name_list(w),
@@ -277,7 +312,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         let restore = self.restore();
         // Every entry's final name (and new value) as ranges of `names`, and its value's span.
         let mut names = String::new();
-        let mut entries: Vec<(Range<usize>, (usize, usize), Option<Range<usize>>)> = Vec::new();
+        let mut entries: Vec<MapEntry> = Vec::new();
         let mut changed = false;
         while let Some(raw) = self.sc.next_key_raw(&mut first)? {
             let key = self.sc.decode(&raw)?;
@@ -286,10 +321,15 @@ impl<'r, 'a> Walker<'r, 'a> {
                 // Strategic-merge-patch directive ($patch, $retainKeys): kept as is.
                 let span = self.sc.skip_value()?;
                 names.push_str(&key.text);
-                entries.push((from..names.len(), span, None));
+                entries.push(MapEntry {
+                    name: from..names.len(),
+                    span,
+                    new_value: None,
+                });
                 continue;
             }
-            let (vstr, span) = if self.sc.peek()? == b'"' {
+            // Values matter only to `name=value` rules: decoded only for names that have some.
+            let (vstr, span) = if self.sc.peek()? == b'"' && rules.has_value_rules(&key.text) {
                 let v = self.sc.string()?;
                 let span = (v.start, v.end);
                 (Some(v), span)
@@ -322,13 +362,17 @@ impl<'r, 'a> Walker<'r, 'a> {
                 }
             }
             let name_end = new_value.as_ref().map_or(names.len(), |r| r.start);
-            entries.push((from..name_end, span, new_value));
+            entries.push(MapEntry {
+                name: from..name_end,
+                span,
+                new_value,
+            });
         }
         if !changed {
             return Ok(());
         }
         // Maps are small: a quadratic check beats hashing here.
-        let name = |e: &(Range<usize>, (usize, usize), Option<Range<usize>>)| &names[e.0.clone()];
+        let name = |e: &MapEntry| &names[e.name.clone()];
         let collides = entries
             .iter()
             .enumerate()
@@ -338,7 +382,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             let end = self.sc.pos();
             self.edits.truncate(mark);
             let input = self.sc.input();
-            let mut kept: Vec<&(Range<usize>, (usize, usize), Option<Range<usize>>)> = Vec::new();
+            let mut kept: Vec<&MapEntry> = Vec::new();
             for e in &entries {
                 kept.retain(|k| name(k) != name(e));
                 kept.push(e);
@@ -350,9 +394,9 @@ impl<'r, 'a> Walker<'r, 'a> {
                 }
                 write_str(&mut out, name(e));
                 out.push(b':');
-                match &e.2 {
+                match &e.new_value {
                     Some(v) => write_str(&mut out, &names[v.clone()]),
-                    None => out.extend_from_slice(&input[e.1.0..e.1.1]),
+                    None => out.extend_from_slice(&input[e.span.0..e.span.1]),
                 }
             }
             out.push(b'}');
@@ -490,6 +534,14 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         Ok(())
     }
+}
+
+/// One entry of a label or annotation map: its final name (a range of the names written so
+/// far), its value's span, and its new value if a rule changed it.
+struct MapEntry {
+    name: Range<usize>,
+    span: (usize, usize),
+    new_value: Option<Range<usize>>,
 }
 
 /// The directive's field: `$setElementOrder/finalizers` → `finalizers`.

@@ -27,6 +27,8 @@ pub struct NameRules {
     /// by a bit test before any hashing.
     name_lens: u64,
     prefix_lens: u64,
+    /// Lengths (mod 64) of the names of `name=value` rules.
+    pair_lens: u64,
 }
 
 /// The length bit of `s` in a length set.
@@ -163,6 +165,9 @@ impl NameRules {
             &mut self.name_lens
         };
         *lens |= len_bit(r.original) | len_bit(r.renamed);
+        if !prefix && (!r.original_value.is_empty() || !r.renamed_value.is_empty()) {
+            self.pair_lens |= len_bit(r.original) | len_bit(r.renamed);
+        }
         self.escapes |= [r.original, r.renamed, r.original_value, r.renamed_value]
             .iter()
             .any(|s| needs_escape(s));
@@ -172,6 +177,16 @@ impl NameRules {
     /// name that had none need no escaping either.
     pub fn is_plain(&self) -> bool {
         !self.escapes
+    }
+
+    /// True when a `name=value` rule names `name`: only then does its value matter.
+    #[inline]
+    pub fn has_value_rules(&self, name: &str) -> bool {
+        self.pair_lens & len_bit(name) != 0
+            && self
+                .names
+                .get(name)
+                .is_some_and(|e| e.iter().any(|d| !d.pairs.is_empty()))
     }
 
     /// True when no rule is set.

@@ -70,6 +70,8 @@ struct Input {
     /// Stream offset of `buf[0]`.
     base: usize,
     edits: crate::json::Edits,
+    /// Leaf rewrites remembered across the values of the stream.
+    memo: crate::object::memo::Memo,
 }
 
 impl Input {
@@ -96,6 +98,7 @@ impl Input {
         let mut w = crate::object::Walker::new(rules, dir, raw);
         w.sc = crate::json::Scanner::with_base(raw, self.base + start);
         w.edits = std::mem::take(&mut self.edits);
+        w.memo = std::mem::take(&mut self.memo);
         w.group_hint = ctx.group.as_deref();
         if let (Some(g), Some(k)) = (&ctx.group, &ctx.kind) {
             w.kind_hint = Some((g.as_str(), k.as_str()));
@@ -103,6 +106,7 @@ impl Input {
         let res = walk(&mut w);
         let len = w.sc.pos();
         self.edits = std::mem::take(&mut w.edits);
+        self.memo = std::mem::take(&mut w.memo);
         match res {
             Ok(v) => Ok(Some((v, len))),
             Err(crate::Error::Json(e)) if e.eof && !complete => {

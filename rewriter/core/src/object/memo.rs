@@ -1,0 +1,122 @@
+//! Rewrites of small leaves remembered by their bytes.
+//!
+//! The items of a LIST (and the events of a watch) repeat themselves: objects written by the
+//! same controller carry the same finalizers and the same managedFields key sets (`f:labels`,
+//! `f:annotations`, `f:finalizers`), byte for byte. Such a leaf is rewritten once; later copies
+//! are found by their bytes and get the remembered result. Leaves that usually differ from item
+//! to item (label maps, whose values hold object names) are not remembered.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+use super::plan::{Leaf, Which};
+use crate::rules::names::WordHasher;
+
+/// Leaves longer than this are not remembered.
+const MAX_LEAF: usize = 2048;
+/// Remembered bytes (keys and results) before the memo starts over.
+const MAX_BYTES: usize = 1 << 20;
+
+type Map = HashMap<Box<[u8]>, Option<Box<[u8]>>, BuildHasherDefault<WordHasher>>;
+
+/// Remembered leaf rewrites of one direction: for each raw leaf, its rewritten bytes (`None`:
+/// unchanged).
+#[derive(Debug, Default)]
+pub struct Memo {
+    maps: [Map; SLOTS],
+    bytes: usize,
+}
+
+const SLOTS: usize = 5;
+
+/// The memo slot of a leaf kind, for kinds worth remembering.
+pub(crate) fn slot(l: Leaf) -> Option<usize> {
+    Some(match l {
+        Leaf::FieldsKeys(Which::Labels) => 0,
+        Leaf::FieldsKeys(Which::Annotations) => 1,
+        Leaf::FieldsValues(Which::Finalizers) => 2,
+        Leaf::NameList(Which::Finalizers) => 3,
+        Leaf::NameList(Which::Labels) => 4,
+        _ => return None,
+    })
+}
+
+impl Memo {
+    /// The remembered result for `raw` in `slot`: `Some(None)` when it stays as it is.
+    #[inline]
+    pub(crate) fn get(&self, slot: usize, raw: &[u8]) -> Option<Option<&[u8]>> {
+        if raw.len() > MAX_LEAF {
+            return None;
+        }
+        self.maps[slot].get(raw).map(Option::as_deref)
+    }
+
+    /// Remembers the result for `raw` in `slot`.
+    pub(crate) fn insert(&mut self, slot: usize, raw: &[u8], out: Option<Vec<u8>>) {
+        if raw.len() > MAX_LEAF {
+            return;
+        }
+        let add = raw.len() + out.as_ref().map_or(0, Vec::len);
+        if self.bytes + add > MAX_BYTES {
+            self.maps.iter_mut().for_each(Map::clear);
+            self.bytes = 0;
+        }
+        self.bytes += add;
+        self.maps[slot].insert(raw.into(), out.map(Vec::into_boxed_slice));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{Context, rewrite};
+    use crate::stream::ListRewriter;
+    use crate::{Direction, Rules};
+
+    fn vm(name: &str, extra_label: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachine","metadata":{{"name":"{name}","finalizers":["kubevirt.internal.virtualization.deckhouse.io/f"],"managedFields":[{{"apiVersion":"internal.virtualization.deckhouse.io/v1","fieldsV1":{{"f:metadata":{{"f:finalizers":{{"v:\"kubevirt.internal.virtualization.deckhouse.io/f\"":{{}}}},"f:labels":{{"f:kubevirt.internal.virtualization.deckhouse.io/a":{{}}{extra_label}}}}}}}}}]}}}}"#
+        )
+    }
+
+    #[test]
+    fn remembered_leaves_give_what_a_fresh_walk_gives() {
+        let rules = Rules::builtin_kubevirt();
+        let items = [vm("a", ""), vm("b", ""), vm("c", r#","f:app":{}"#), vm("d", "")];
+        let body = format!(
+            r#"{{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachineList","items":[{}]}}"#,
+            items.join(",")
+        );
+        let mut lr = ListRewriter::new(&rules, Direction::Restore, Context::default());
+        let mut out = Vec::new();
+        lr.feed(body.as_bytes(), &mut out).unwrap();
+        lr.finish(&mut out).unwrap();
+        let expected: Vec<String> = items
+            .iter()
+            .map(|i| {
+                let o = rewrite(&rules, Direction::Restore, i.as_bytes(), &Context::default()).unwrap();
+                String::from_utf8(o.bytes().unwrap().to_vec()).unwrap()
+            })
+            .collect();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains(&expected.join(",")), "{out}");
+        assert!(
+            out.contains(r#""f:labels":{"f:kubevirt.io/a":{},"f:app":{}}"#),
+            "{out}"
+        );
+        assert!(!out.contains("kubevirt.internal"), "{out}");
+    }
+
+    #[test]
+    fn memo_is_bounded() {
+        let mut m = Memo::default();
+        let big = vec![b'x'; MAX_LEAF];
+        for i in 0..(2 * MAX_BYTES / MAX_LEAF) {
+            let mut k = big.clone();
+            k[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            m.insert(0, &k, None);
+        }
+        assert!(m.bytes <= MAX_BYTES);
+        assert!(m.get(0, &vec![b'x'; MAX_LEAF + 1]).is_none());
+    }
+}
