@@ -216,7 +216,7 @@ impl<'a> Scanner<'a> {
             return Ok(None);
         }
         let start = self.pos;
-        let (end, escaped) = self.skip_string()?;
+        let (end, escaped) = self.skip_str()?;
         self.expect(b':', "expected `:`")?;
         Ok(Some(RawStr {
             start,
@@ -253,7 +253,7 @@ impl<'a> Scanner<'a> {
         if !self.member(first)? {
             return Ok(false);
         }
-        self.skip_string()?;
+        self.skip_str()?;
         self.expect(b':', "expected `:`")?;
         Ok(true)
     }
@@ -277,7 +277,7 @@ impl<'a> Scanner<'a> {
             return Err(self.err("expected a string"));
         }
         let start = self.pos;
-        let (end, escaped) = self.skip_string()?;
+        let (end, escaped) = self.skip_str()?;
         let raw = &self.buf[start + 1..end - 1];
         let text = if escaped {
             Cow::Owned(unescape(raw).map_err(|(i, msg)| JsonError {
@@ -302,10 +302,32 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// [`Scanner::skip_string`] with the common case inlined: a plain ASCII string (no escapes)
+    /// whose closing quote is the first special byte. Anything else takes the full path.
+    #[inline(always)]
+    fn skip_str(&mut self) -> Result<(usize, bool)> {
+        let buf = self.buf;
+        let mut i = self.pos + 1;
+        while let Some(chunk) = buf.get(i..i + 8) {
+            let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+            if m != 0 {
+                let j = i + (m.trailing_zeros() / 8) as usize;
+                if buf[j] == b'"' {
+                    self.pos = j + 1;
+                    return Ok((j + 1, false));
+                }
+                break;
+            }
+            i += 8;
+        }
+        self.skip_string()
+    }
+
     /// Skips a string at the current position; returns its end and whether it has escapes.
     ///
     /// Eight bytes at a time while no byte is a quote, a backslash, a control character or
     /// non-ASCII; byte by byte otherwise. Non-ASCII runs are UTF-8 validated at the end.
+    #[inline(never)]
     fn skip_string(&mut self) -> Result<(usize, bool)> {
         debug_assert_eq!(self.buf.get(self.pos), Some(&b'"'));
         let buf = self.buf;
@@ -427,7 +449,7 @@ impl<'a> Scanner<'a> {
     fn skip_scalar(&mut self, b: u8) -> Result<()> {
         match b {
             b'"' => {
-                self.skip_string()?;
+                self.skip_str()?;
             }
             b't' => self.literal(b"true")?,
             b'f' => self.literal(b"false")?,
@@ -512,7 +534,7 @@ impl<'a> Scanner<'a> {
         if self.peek()? != b'"' {
             return Err(self.err("expected a key"));
         }
-        self.skip_string()?;
+        self.skip_str()?;
         self.expect(b':', "expected `:`")
     }
 
