@@ -54,6 +54,32 @@ pub struct ListRewriter<'r> {
     pending: super::Pending,
 }
 
+impl super::Machine for ListRewriter<'_> {
+    fn input(&mut self) -> &mut super::Input {
+        &mut self.input
+    }
+
+    fn run(&mut self, buf: &[u8], out: &mut Vec<u8>, eof: bool) -> Result<()> {
+        ListRewriter::run(self, buf, out, eof)
+    }
+
+    fn consumed(&self) -> usize {
+        match self.state {
+            State::Value => self.start,
+            // Separator bytes before the next item are written with it.
+            State::Item { .. } | State::ItemValue | State::InItem => self.sep,
+            _ => self.pos,
+        }
+    }
+
+    fn shift(&mut self, n: usize) {
+        self.pos -= n;
+        self.start -= n.min(self.start);
+        self.sep -= n.min(self.sep);
+        self.pending.shift(n);
+    }
+}
+
 impl<'r> ListRewriter<'r> {
     /// A rewriter for one LIST body.
     pub fn new(rules: &'r Rules, dir: Direction, ctx: Context) -> Self {
@@ -92,31 +118,15 @@ impl<'r> ListRewriter<'r> {
 
     /// Feeds the next piece of the body; appends what can be written to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        self.input.buf.extend_from_slice(chunk);
-        self.run(out, false)?;
-        // Forget consumed input; what remains is at most one partial member or item.
-        let keep_from = match self.state {
-            State::Value => self.start,
-            // Separator bytes before the next item are written with it.
-            State::Item { .. } | State::ItemValue | State::InItem => self.sep,
-            _ => self.pos,
-        };
-        if keep_from > 0 {
-            self.input.forget(keep_from);
-            self.pos -= keep_from;
-            self.start -= keep_from.min(self.start);
-            self.sep -= keep_from.min(self.sep);
-            self.pending.shift(keep_from);
-        }
-        Ok(())
+        super::feed(self, chunk, out)
     }
 
     /// Ends the body; fails if it is incomplete.
     pub fn finish(mut self, out: &mut Vec<u8>) -> Result<()> {
-        self.run(out, true)?;
+        let held = super::finish(&mut self, out)?;
         if self.state != State::Done {
             return Err(JsonError {
-                offset: self.input.base + self.input.buf.len(),
+                offset: self.input.base + held,
                 msg: "unexpected end of input",
                 eof: true,
             }
@@ -126,8 +136,8 @@ impl<'r> ListRewriter<'r> {
     }
 
     /// The first non-whitespace index at or after `p`.
-    fn ws_end(&self, mut p: usize) -> usize {
-        while matches!(self.input.buf.get(p), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+    fn ws_end(buf: &[u8], mut p: usize) -> usize {
+        while matches!(buf.get(p), Some(b' ' | b'\n' | b'\r' | b'\t')) {
             p += 1;
         }
         p
@@ -135,28 +145,28 @@ impl<'r> ListRewriter<'r> {
 
     /// Runs the state machine over the buffered input. The envelope's bytes (whitespace,
     /// separators, keys) are copied as they came; nothing is consumed until it is written.
-    fn run(&mut self, out: &mut Vec<u8>, eof: bool) -> Result<()> {
+    fn run(&mut self, buf: &[u8], out: &mut Vec<u8>, eof: bool) -> Result<()> {
         loop {
             match self.state {
                 State::Start => {
-                    let p = self.ws_end(self.pos);
-                    let Some(&b) = self.input.buf.get(p) else {
+                    let p = Self::ws_end(buf, self.pos);
+                    let Some(&b) = buf.get(p) else {
                         return Ok(());
                     };
                     if b != b'{' {
                         return Err(self.err(p, "expected `{` at the start of a list").into());
                     }
-                    out.extend_from_slice(&self.input.buf[self.pos..=p]);
+                    out.extend_from_slice(&buf[self.pos..=p]);
                     self.pos = p + 1;
                     self.state = State::Key { first: true };
                 }
                 State::Key { first } => {
-                    let mut p = self.ws_end(self.pos);
-                    let Some(&b) = self.input.buf.get(p) else {
+                    let mut p = Self::ws_end(buf, self.pos);
+                    let Some(&b) = buf.get(p) else {
                         return Ok(());
                     };
                     if b == b'}' {
-                        out.extend_from_slice(&self.input.buf[self.pos..=p]);
+                        out.extend_from_slice(&buf[self.pos..=p]);
                         self.pos = p + 1;
                         self.state = State::Done;
                         continue;
@@ -168,7 +178,7 @@ impl<'r> ListRewriter<'r> {
                         p += 1;
                     }
                     // The key, its colon and the start of its value, read whole (keys are short).
-                    let mut sc = Scanner::with_base(&self.input.buf, self.input.base);
+                    let mut sc = Scanner::with_base(buf, self.input.base);
                     sc.seek(p);
                     let key = match sc.string() {
                         Ok(k) => k,
@@ -190,33 +200,33 @@ impl<'r> ListRewriter<'r> {
                     let value_start = sc.pos();
                     self.key = key.text.into_owned();
                     if self.key == "items" && v == b'[' {
-                        out.extend_from_slice(&self.input.buf[self.pos..=value_start]);
+                        out.extend_from_slice(&buf[self.pos..=value_start]);
                         self.pos = value_start + 1;
                         self.sep = self.pos;
                         self.in_array = 0;
                         self.state = State::Item { first: true };
                     } else {
-                        out.extend_from_slice(&self.input.buf[self.pos..value_start]);
+                        out.extend_from_slice(&buf[self.pos..value_start]);
                         self.pos = value_start;
                         self.start = value_start;
                         self.state = State::Value;
                     }
                 }
                 State::Value => {
-                    let Some(end) = self.framer.advance(&self.input.buf, &mut self.pos, eof) else {
+                    let Some(end) = self.framer.advance(buf, &mut self.pos, eof) else {
                         return Ok(());
                     };
-                    self.member(self.start, end, out)?;
+                    self.member(buf, self.start, end, out)?;
                     self.pos = end;
                     self.state = State::Key { first: false };
                 }
                 State::Item { first } => {
-                    let p = self.ws_end(self.pos);
-                    let Some(&b) = self.input.buf.get(p) else {
+                    let p = Self::ws_end(buf, self.pos);
+                    let Some(&b) = buf.get(p) else {
                         return Ok(());
                     };
                     if b == b']' {
-                        out.extend_from_slice(&self.input.buf[self.sep..=p]);
+                        out.extend_from_slice(&buf[self.sep..=p]);
                         self.pos = p + 1;
                         self.state = State::Key { first: false };
                     } else if first {
@@ -230,8 +240,8 @@ impl<'r> ListRewriter<'r> {
                     }
                 }
                 State::ItemValue => {
-                    let p = self.ws_end(self.pos);
-                    let Some(&b) = self.input.buf.get(p) else {
+                    let p = Self::ws_end(buf, self.pos);
+                    let Some(&b) = buf.get(p) else {
                         return Ok(());
                     };
                     if matches!(b, b']' | b',') {
@@ -242,12 +252,12 @@ impl<'r> ListRewriter<'r> {
                     self.state = State::InItem;
                 }
                 State::InItem => {
-                    if !self.pending.ready(&self.input.buf, self.start, eof) {
-                        self.pos = self.input.buf.len();
+                    if !self.pending.ready(buf, self.start, eof) {
+                        self.pos = buf.len();
                         return Ok(());
                     }
                     let complete = eof || self.pending.waiting();
-                    match self.item(self.start, complete, out)? {
+                    match self.item(buf, self.start, complete, out)? {
                         Some(end) => {
                             self.pending.done();
                             self.pos = end;
@@ -257,10 +267,10 @@ impl<'r> ListRewriter<'r> {
                     }
                 }
                 State::Done => {
-                    let p = self.ws_end(self.pos);
-                    out.extend_from_slice(&self.input.buf[self.pos..p]);
+                    let p = Self::ws_end(buf, self.pos);
+                    out.extend_from_slice(&buf[self.pos..p]);
                     self.pos = p;
-                    if p < self.input.buf.len() {
+                    if p < buf.len() {
                         return Err(self.err(p, "trailing characters").into());
                     }
                     return Ok(());
@@ -270,8 +280,8 @@ impl<'r> ListRewriter<'r> {
     }
 
     /// An envelope member other than `items`.
-    fn member(&mut self, start: usize, end: usize, out: &mut Vec<u8>) -> Result<()> {
-        let raw = &self.input.buf[start..end];
+    fn member(&mut self, buf: &[u8], start: usize, end: usize, out: &mut Vec<u8>) -> Result<()> {
+        let raw = &buf[start..end];
         let mut sc = Scanner::with_base(raw, self.input.base + start);
         let mut text = None;
         if sc.peek()? == b'"' {
@@ -345,7 +355,7 @@ impl<'r> ListRewriter<'r> {
 
     /// Rewrites the item starting at `start`; `None` if the input ends inside it (unless
     /// `complete` says the whole item is there).
-    fn item(&mut self, start: usize, complete: bool, out: &mut Vec<u8>) -> Result<Option<usize>> {
+    fn item(&mut self, buf: &[u8], start: usize, complete: bool, out: &mut Vec<u8>) -> Result<Option<usize>> {
         let list_kind = self.kind.as_deref().and_then(|k| k.strip_suffix("List"));
         let item_kind = list_kind.or(match self.dir {
             Direction::Rename => self.ctx.kind.as_deref(),
@@ -358,34 +368,34 @@ impl<'r> ListRewriter<'r> {
         };
         let walked = self
             .input
-            .walk(self.rules, self.dir, &self.ctx, start, complete, |w| {
+            .walk(buf, self.rules, self.dir, &self.ctx, start, complete, |w| {
                 w.object(&hint)
             })?;
         let Some((verdict, len)) = walked else {
             return Ok(None);
         };
         // A scalar item that reaches the end of the input may continue in the next piece.
-        let raw = &self.input.buf[start..];
+        let raw = &buf[start..];
         if len == raw.len() && !complete && !matches!(raw.last(), Some(b'}' | b']' | b'"')) {
-            self.input.emit(start, len, None);
+            self.input.emit(buf, start, len, None);
             return Ok(None);
         }
         match verdict {
             Verdict::Keep => {
                 // The separator as it came; before the first item written, without its comma
                 // (the items before it were dropped).
-                let sep = &self.input.buf[self.sep..start];
+                let sep = &buf[self.sep..start];
                 if self.in_array == 0 {
                     out.extend(sep.iter().filter(|&&b| b != b','));
                 } else {
                     out.extend_from_slice(sep);
                 }
                 self.in_array += 1;
-                self.input.emit(start, len, Some(out));
+                self.input.emit(buf, start, len, Some(out));
                 self.items_written += 1;
             }
             Verdict::Excluded => {
-                self.input.emit(start, len, None);
+                self.input.emit(buf, start, len, None);
                 self.items_dropped += 1;
             }
         }

@@ -63,9 +63,57 @@ pub fn sniff_list(prefix: &[u8]) -> Option<bool> {
     }
 }
 
+/// A push rewriter's state machine over the input it holds: what [`feed`] drives.
+trait Machine {
+    /// The held input.
+    fn input(&mut self) -> &mut Input;
+    /// Runs over `buf` (the held input followed by the new piece), writing what is complete.
+    fn run(&mut self, buf: &[u8], out: &mut Vec<u8>, eof: bool) -> crate::Result<()>;
+    /// How much of the buffer is consumed (written) and can be forgotten.
+    fn consumed(&self) -> usize;
+    /// The first `n` bytes of the buffer were forgotten: shift positions down.
+    fn shift(&mut self, n: usize);
+}
+
+/// Feeds `chunk` to `m`. With nothing held (the usual case between values), the machine runs
+/// over the caller's piece itself and only its unfinished tail is copied and held.
+fn feed<M: Machine>(m: &mut M, chunk: &[u8], out: &mut Vec<u8>) -> crate::Result<()> {
+    let mut held = std::mem::take(&mut m.input().buf);
+    let res = if held.is_empty() {
+        m.run(chunk, out, false).map(|()| {
+            let n = m.consumed();
+            held.extend_from_slice(&chunk[n..]);
+            n
+        })
+    } else {
+        held.extend_from_slice(chunk);
+        m.run(&held, out, false).map(|()| {
+            let n = m.consumed();
+            held.drain(..n);
+            n
+        })
+    };
+    let input = m.input();
+    input.buf = held;
+    let n = res?;
+    input.base += n;
+    m.shift(n);
+    Ok(())
+}
+
+/// Runs `m` over what it holds, at the end of the input.
+fn finish<M: Machine>(m: &mut M, out: &mut Vec<u8>) -> crate::Result<usize> {
+    let held = std::mem::take(&mut m.input().buf);
+    let res = m.run(&held, out, true);
+    let len = held.len();
+    m.input().buf = held;
+    res.map(|()| len)
+}
+
 /// Input received but not yet consumed, and the edit buffer every value reuses.
 #[derive(Debug, Default)]
 struct Input {
+    /// The unfinished tail of the input so far (empty between values).
     buf: Vec<u8>,
     /// Stream offset of `buf[0]`.
     base: usize,
@@ -75,18 +123,12 @@ struct Input {
 }
 
 impl Input {
-    /// Forgets the first `n` bytes (consumed and written).
-    fn forget(&mut self, n: usize) {
-        if n > 0 {
-            self.buf.drain(..n);
-            self.base += n;
-        }
-    }
-
     /// Walks the value at `start` with `walk`, recording its edits: its verdict and length, or
     /// `None` when the input ends inside it and more may come (`complete` says it cannot).
+    #[allow(clippy::too_many_arguments)]
     fn walk(
         &mut self,
+        buf: &[u8],
         rules: &Rules,
         dir: crate::Direction,
         ctx: &crate::object::Context,
@@ -94,7 +136,7 @@ impl Input {
         complete: bool,
         walk: impl FnOnce(&mut crate::object::Walker<'_, '_>) -> crate::Result<crate::object::Verdict>,
     ) -> crate::Result<Option<(crate::object::Verdict, usize)>> {
-        let raw = &self.buf[start..];
+        let raw = &buf[start..];
         let mut w = crate::object::Walker::new(rules, dir, raw);
         w.sc = crate::json::Scanner::with_base(raw, self.base + start);
         w.edits = std::mem::take(&mut self.edits);
@@ -121,9 +163,9 @@ impl Input {
     }
 
     /// Writes the value walked at `start` (length `len`) with its edits, or drops the edits.
-    fn emit(&mut self, start: usize, len: usize, out: Option<&mut Vec<u8>>) {
+    fn emit(&mut self, buf: &[u8], start: usize, len: usize, out: Option<&mut Vec<u8>>) {
         if let Some(out) = out {
-            self.edits.apply_range(&self.buf[start..], 0, len, out);
+            self.edits.apply_range(&buf[start..], 0, len, out);
         }
         self.edits.clear();
     }

@@ -20,6 +20,26 @@ pub struct WatchRewriter<'r> {
     pending: super::Pending,
 }
 
+impl super::Machine for WatchRewriter<'_> {
+    fn input(&mut self) -> &mut super::Input {
+        &mut self.input
+    }
+
+    fn run(&mut self, buf: &[u8], out: &mut Vec<u8>, eof: bool) -> Result<()> {
+        WatchRewriter::run(self, buf, out, eof)
+    }
+
+    fn consumed(&self) -> usize {
+        self.start.unwrap_or(self.pos)
+    }
+
+    fn shift(&mut self, n: usize) {
+        self.pos -= n;
+        self.start = self.start.map(|s| s - n);
+        self.pending.shift(n);
+    }
+}
+
 impl<'r> WatchRewriter<'r> {
     /// A rewriter for one watch stream.
     pub fn new(rules: &'r Rules, dir: Direction, ctx: Context) -> Self {
@@ -43,23 +63,14 @@ impl<'r> WatchRewriter<'r> {
 
     /// Feeds the next piece of the stream; appends every complete event to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<()> {
-        self.input.buf.extend_from_slice(chunk);
-        self.run(out, false)?;
-        let keep_from = self.start.unwrap_or(self.pos);
-        if keep_from > 0 {
-            self.input.forget(keep_from);
-            self.pos -= keep_from;
-            self.start = self.start.map(|s| s - keep_from);
-            self.pending.shift(keep_from);
-        }
-        Ok(())
+        super::feed(self, chunk, out)
     }
 
     /// Ends the stream; fails if an event is cut short.
     pub fn finish(mut self, out: &mut Vec<u8>) -> Result<()> {
-        self.run(out, true)?;
+        let held = super::finish(&mut self, out)?;
         if self.start.is_some() {
-            let offset = self.input.base + self.input.buf.len();
+            let offset = self.input.base + held;
             return Err(crate::JsonError {
                 offset,
                 msg: "unexpected end of input",
@@ -70,27 +81,27 @@ impl<'r> WatchRewriter<'r> {
         Ok(())
     }
 
-    fn run(&mut self, out: &mut Vec<u8>, eof: bool) -> Result<()> {
+    fn run(&mut self, buf: &[u8], out: &mut Vec<u8>, eof: bool) -> Result<()> {
         loop {
             if self.start.is_none() {
-                while let Some(&b) = self.input.buf.get(self.pos) {
+                while let Some(&b) = buf.get(self.pos) {
                     if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
                         self.pos += 1;
                     } else {
                         break;
                     }
                 }
-                if self.pos == self.input.buf.len() {
+                if self.pos == buf.len() {
                     return Ok(());
                 }
                 self.start = Some(self.pos);
             }
             let start = self.start.expect("set above");
-            if !self.pending.ready(&self.input.buf, start, eof) {
+            if !self.pending.ready(buf, start, eof) {
                 return Ok(());
             }
             let complete = eof || self.pending.waiting();
-            match self.event(start, complete, out)? {
+            match self.event(buf, start, complete, out)? {
                 Some(end) => {
                     self.pending.done();
                     self.pos = end;
@@ -102,21 +113,27 @@ impl<'r> WatchRewriter<'r> {
     }
 
     /// Rewrites the event starting at `start`; `None` if the input ends inside it.
-    fn event(&mut self, start: usize, complete: bool, out: &mut Vec<u8>) -> Result<Option<usize>> {
+    fn event(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        complete: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<usize>> {
         let Some((verdict, len)) = self
             .input
-            .walk(self.rules, self.dir, &self.ctx, start, complete, walk_event)?
+            .walk(buf, self.rules, self.dir, &self.ctx, start, complete, walk_event)?
         else {
             return Ok(None);
         };
         match verdict {
             Verdict::Keep => {
-                self.input.emit(start, len, Some(out));
+                self.input.emit(buf, start, len, Some(out));
                 out.push(b'\n');
                 self.events += 1;
             }
             Verdict::Excluded => {
-                self.input.emit(start, len, None);
+                self.input.emit(buf, start, len, None);
                 self.dropped += 1;
             }
         }
