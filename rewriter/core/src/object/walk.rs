@@ -613,20 +613,19 @@ pub fn restore_group_kind<'r, 'k>(
     kind: Option<&'k str>,
     group_hint: Option<&str>,
 ) -> Option<(&'r crate::rules::Group, Option<&'k str>)> {
-    if !rules.is_renamed_group(group) {
-        return None;
-    }
-    let grp = match group_hint
-        .and_then(|h| rules.group(h))
-        .filter(|g| g.renamed == group)
-    {
-        Some(g) if kind.is_none() => g,
-        _ => rules.restore_group_for(group, kind)?,
+    let first = rules.groups_renamed_to(group).next()?;
+    let Some(kind) = kind else {
+        let hinted = group_hint
+            .and_then(|h| rules.group(h))
+            .filter(|g| g.renamed == group);
+        return Some((hinted.unwrap_or(first), None));
     };
-    let k = kind
-        .and_then(|k| k.strip_prefix(rules.kind_prefix.as_str()))
-        .filter(|k| grp.resource_by_kind(k).is_some());
-    Some((grp, k))
+    let stripped = kind.strip_prefix(rules.kind_prefix.as_str());
+    Some(match rules.group_with_kind(group, stripped.unwrap_or(kind)) {
+        // The group has the kind, so a prefixed kind restores to it.
+        Some(g) => (g, stripped),
+        None => (first, None),
+    })
 }
 
 /// Rewrites a bare group name.

@@ -461,20 +461,19 @@ impl Rules {
     /// original spelling), else the first.
     pub fn restore_group_for(&self, renamed: &str, kind: Option<&str>) -> Option<&Group> {
         let first = self.groups_renamed_to(renamed).next()?;
-        if let Some(kind) = kind {
-            let k = kind.strip_prefix(self.kind_prefix.as_str()).unwrap_or(kind);
-            if let Some(g) = self
-                .groups_by_kind
-                .get(k)
-                .into_iter()
-                .flatten()
-                .map(|&i| &self.groups[i])
-                .find(|g| g.renamed == renamed)
-            {
-                return Some(g);
-            }
-        }
-        Some(first)
+        let k = kind.map(|k| k.strip_prefix(self.kind_prefix.as_str()).unwrap_or(k));
+        Some(k.and_then(|k| self.group_with_kind(renamed, k)).unwrap_or(first))
+    }
+
+    /// The first group renamed to `renamed` that has a resource of (original) kind or list
+    /// kind `kind`.
+    #[inline]
+    pub fn group_with_kind(&self, renamed: &str, kind: &str) -> Option<&Group> {
+        self.groups_by_kind
+            .get(kind)?
+            .iter()
+            .map(|&i| &self.groups[i])
+            .find(|g| g.renamed == renamed)
     }
 
     /// Renames `group/version`; `None` when the group is not renamed.
