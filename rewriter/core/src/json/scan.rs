@@ -461,81 +461,149 @@ impl<'a> Scanner<'a> {
     }
 
     /// Skips the object or array at the current position in one loop (no recursion): one bit
-    /// per open level says object or array. Most of a document is skipped here.
+    /// per open level says object or array. Most of a document is skipped here, so the common
+    /// path works on a local position and inlines plain strings; anything unusual (escapes,
+    /// non-ASCII, literals, numbers, errors) goes through the general methods.
     fn skip_container(&mut self) -> Result<()> {
-        /// Where the loop is: before a value, or after one (or after an opening bracket).
-        #[derive(PartialEq)]
-        enum At {
-            Value,
-            After,
-        }
+        let buf = self.buf;
+        let mut pos = self.pos;
         let mut objects: u128 = 0;
         let mut level: u32 = 0;
-        let mut at = At::Value;
-        loop {
-            if at == At::Value {
-                let b = self.peek()?;
-                if b != b'{' && b != b'[' {
+        macro_rules! ws {
+            () => {
+                while let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
+                    pos += 1;
+                }
+            };
+        }
+        // Moves past the string at `pos` (its opening quote).
+        macro_rules! string {
+            () => {{
+                let mut i = pos + 1;
+                loop {
+                    if let Some(chunk) = buf.get(i..i + 8) {
+                        let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+                        if m == 0 {
+                            i += 8;
+                            continue;
+                        }
+                        let j = i + (m.trailing_zeros() / 8) as usize;
+                        if buf[j] == b'"' {
+                            pos = j + 1;
+                            break;
+                        }
+                    }
+                    self.pos = pos;
+                    self.skip_string()?;
+                    pos = self.pos;
+                    break;
+                }
+            }};
+        }
+        // A member's key and its colon, then whitespace.
+        macro_rules! key {
+            () => {{
+                ws!();
+                if buf.get(pos) != Some(&b'"') {
+                    self.pos = pos;
+                    return Err(if pos == buf.len() {
+                        self.eof()
+                    } else {
+                        self.err("expected a key")
+                    });
+                }
+                string!();
+                ws!();
+                if buf.get(pos) != Some(&b':') {
+                    self.pos = pos;
+                    return Err(if pos == buf.len() {
+                        self.eof()
+                    } else {
+                        self.err("expected `:`")
+                    });
+                }
+                pos += 1;
+            }};
+        }
+        'value: loop {
+            ws!();
+            let Some(&b) = buf.get(pos) else {
+                self.pos = pos;
+                return Err(self.eof());
+            };
+            match b {
+                b'{' | b'[' => {
+                    if self.depth + level + 1 >= MAX_DEPTH {
+                        self.pos = pos;
+                        return Err(self.err("recursion limit exceeded"));
+                    }
+                    let is_object = b == b'{';
+                    objects = (objects << 1) | u128::from(is_object);
+                    level += 1;
+                    pos += 1;
+                    ws!();
+                    let close = if is_object { b'}' } else { b']' };
+                    match buf.get(pos) {
+                        None => {
+                            self.pos = pos;
+                            return Err(self.eof());
+                        }
+                        Some(&c) if c == close => {
+                            pos += 1;
+                            objects >>= 1;
+                            level -= 1;
+                        }
+                        Some(_) => {
+                            if is_object {
+                                key!();
+                            }
+                            continue 'value;
+                        }
+                    }
+                }
+                b'"' => string!(),
+                _ => {
+                    self.pos = pos;
                     self.skip_scalar(b)?;
-                    at = At::After;
-                    continue;
+                    pos = self.pos;
                 }
-                if self.depth + level + 1 >= MAX_DEPTH {
-                    return Err(self.err("recursion limit exceeded"));
-                }
-                let is_object = b == b'{';
-                objects = (objects << 1) | u128::from(is_object);
-                level += 1;
-                self.pos += 1;
-                let close = if is_object { b'}' } else { b']' };
-                if self.peek()? == close {
-                    self.pos += 1;
-                    objects >>= 1;
-                    level -= 1;
-                    at = At::After;
-                } else if is_object {
-                    self.object_key()?;
-                }
-                // Arrays: the first element follows (at stays `Value`).
+            }
+            // After a value: a separator (then the next value) or closing brackets.
+            loop {
                 if level == 0 {
+                    self.pos = pos;
                     return Ok(());
                 }
-                continue;
-            }
-            // After a value inside a container.
-            let is_object = objects & 1 == 1;
-            let b = self.peek()?;
-            if b == b',' {
-                self.pos += 1;
-                if is_object {
-                    self.object_key()?;
+                ws!();
+                let is_object = objects & 1 == 1;
+                match buf.get(pos) {
+                    Some(b',') => {
+                        pos += 1;
+                        if is_object {
+                            key!();
+                        }
+                        continue 'value;
+                    }
+                    Some(&c) if c == if is_object { b'}' } else { b']' } => {
+                        pos += 1;
+                        objects >>= 1;
+                        level -= 1;
+                    }
+                    None => {
+                        self.pos = pos;
+                        return Err(self.eof());
+                    }
+                    Some(_) => {
+                        self.pos = pos;
+                        return Err(self.err(if is_object {
+                            "expected `,` or `}`"
+                        } else {
+                            "expected `,` or `]`"
+                        }));
+                    }
                 }
-                at = At::Value;
-            } else if b == if is_object { b'}' } else { b']' } {
-                self.pos += 1;
-                objects >>= 1;
-                level -= 1;
-                if level == 0 {
-                    return Ok(());
-                }
-            } else {
-                return Err(self.err(if is_object {
-                    "expected `,` or `}`"
-                } else {
-                    "expected `,` or `]`"
-                }));
             }
         }
-    }
-
-    /// A member's key and its colon.
-    #[inline(always)]
-    fn object_key(&mut self) -> Result<()> {
-        if self.peek()? != b'"' {
-            return Err(self.err("expected a key"));
-        }
-        self.skip_str()?;
-        self.expect(b':', "expected `:`")
     }
 
     /// True if the next value is `null` (not consumed).
