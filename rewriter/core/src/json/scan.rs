@@ -212,6 +212,27 @@ impl<'a> Scanner<'a> {
     /// escapes as written), or `None` after the closing `}`.
     #[inline]
     pub fn next_key_raw(&mut self, first: &mut bool) -> Result<Option<RawStr<'a>>> {
+        // Compact JSON first: `,"key":` (or `"key":` for the first member) with a plain key.
+        let buf = self.buf;
+        let start = self.pos + usize::from(!*first);
+        if (*first || buf.get(self.pos) == Some(&b','))
+            && buf.get(start) == Some(&b'"')
+            && let Some(end) = plain_string_end(buf, start)
+            && buf.get(end) == Some(&b':')
+        {
+            *first = false;
+            self.pos = end + 1;
+            return Ok(Some(RawStr {
+                start,
+                end,
+                raw: &buf[start + 1..end - 1],
+                escaped: false,
+            }));
+        }
+        self.next_key_raw_slow(first)
+    }
+
+    fn next_key_raw_slow(&mut self, first: &mut bool) -> Result<Option<RawStr<'a>>> {
         if !self.member(first)? {
             return Ok(None);
         }
@@ -306,21 +327,13 @@ impl<'a> Scanner<'a> {
     /// whose closing quote is the first special byte. Anything else takes the full path.
     #[inline(always)]
     fn skip_str(&mut self) -> Result<(usize, bool)> {
-        let buf = self.buf;
-        let mut i = self.pos + 1;
-        while let Some(chunk) = buf.get(i..i + 8) {
-            let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
-            if m != 0 {
-                let j = i + (m.trailing_zeros() / 8) as usize;
-                if buf[j] == b'"' {
-                    self.pos = j + 1;
-                    return Ok((j + 1, false));
-                }
-                break;
+        match plain_string_end(self.buf, self.pos) {
+            Some(end) => {
+                self.pos = end;
+                Ok((end, false))
             }
-            i += 8;
+            None => self.skip_string(),
         }
-        self.skip_string()
     }
 
     /// Skips a string at the current position; returns its end and whether it has escapes.
@@ -479,24 +492,13 @@ impl<'a> Scanner<'a> {
         // Moves past the string at `pos` (its opening quote).
         macro_rules! string {
             () => {{
-                let mut i = pos + 1;
-                loop {
-                    if let Some(chunk) = buf.get(i..i + 8) {
-                        let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
-                        if m == 0 {
-                            i += 8;
-                            continue;
-                        }
-                        let j = i + (m.trailing_zeros() / 8) as usize;
-                        if buf[j] == b'"' {
-                            pos = j + 1;
-                            break;
-                        }
+                match plain_string_end(buf, pos) {
+                    Some(end) => pos = end,
+                    None => {
+                        self.pos = pos;
+                        self.skip_string()?;
+                        pos = self.pos;
                     }
-                    self.pos = pos;
-                    self.skip_string()?;
-                    pos = self.pos;
-                    break;
                 }
             }};
         }
@@ -676,6 +678,22 @@ impl<'a> Scanner<'a> {
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The end (one past the closing quote) of the string whose opening quote is at `start`, when
+/// it is plain ASCII without escapes; `None` for anything else (the caller takes the full path).
+#[inline(always)]
+fn plain_string_end(buf: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    loop {
+        let chunk = buf.get(i..i + 8)?;
+        let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        if m != 0 {
+            let j = i + (m.trailing_zeros() / 8) as usize;
+            return (buf[j] == b'"').then_some(j + 1);
+        }
+        i += 8;
+    }
+}
 
 /// A mask with the high bit set in bytes of `w` that are `"`, `\\`, below 0x20 or non-ASCII
 /// (Mycroft's trick; the lowest set byte is exact).

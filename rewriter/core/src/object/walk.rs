@@ -33,6 +33,15 @@ pub struct Walker<'r, 'a> {
     pub(crate) crd: Option<super::crd::CrdTarget>,
     /// Leaf rewrites remembered by their bytes (kept across the items of a stream).
     pub memo: Memo,
+    /// Buffers reused from map to map (kept across the items of a stream).
+    pub scratch: Scratch,
+}
+
+/// Buffers a walk reuses instead of allocating for each label or annotation map.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    names: String,
+    entries: Vec<MapEntry>,
 }
 
 impl<'r, 'a> Walker<'r, 'a> {
@@ -47,6 +56,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             kind_hint: None,
             crd: None,
             memo: Memo::default(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -311,8 +321,12 @@ impl<'r, 'a> Walker<'r, 'a> {
         let rules = self.names(w);
         let restore = self.restore();
         // Every entry's final name (and new value) as ranges of `names`, and its value's span.
-        let mut names = String::new();
-        let mut entries: Vec<MapEntry> = Vec::new();
+        let Scratch {
+            mut names,
+            mut entries,
+        } = std::mem::take(&mut self.scratch);
+        names.clear();
+        entries.clear();
         let mut changed = false;
         while let Some(raw) = self.sc.next_key_raw(&mut first)? {
             let key = self.sc.decode(&raw)?;
@@ -368,9 +382,16 @@ impl<'r, 'a> Walker<'r, 'a> {
                 new_value,
             });
         }
-        if !changed {
-            return Ok(());
+        if changed {
+            self.resolve_collisions(&names, &entries, start, mark);
         }
+        self.scratch = Scratch { names, entries };
+        Ok(())
+    }
+
+    /// After a map's names changed: if two entries now have the same name, the map is written
+    /// anew with the later entry winning.
+    fn resolve_collisions(&mut self, names: &str, entries: &[MapEntry], start: usize, mark: usize) {
         // Maps are small: a quadratic check beats hashing here.
         let name = |e: &MapEntry| &names[e.name.clone()];
         let collides = entries
@@ -378,12 +399,11 @@ impl<'r, 'a> Walker<'r, 'a> {
             .enumerate()
             .any(|(i, e)| entries[..i].iter().any(|o| name(o) == name(e)));
         if collides {
-            // Two names now collide: rebuild the map, the later entry winning.
             let end = self.sc.pos();
             self.edits.truncate(mark);
             let input = self.sc.input();
             let mut kept: Vec<&MapEntry> = Vec::new();
-            for e in &entries {
+            for e in entries {
                 kept.retain(|k| name(k) != name(e));
                 kept.push(e);
             }
@@ -402,7 +422,6 @@ impl<'r, 'a> Walker<'r, 'a> {
             out.push(b'}');
             self.edits.replace(start, end, out);
         }
-        Ok(())
     }
 
     /// `fieldsV1` members: `f:<name>` (labels, annotations) or `v:"<name>"` (finalizers).
@@ -538,6 +557,7 @@ impl<'r, 'a> Walker<'r, 'a> {
 
 /// One entry of a label or annotation map: its final name (a range of the names written so
 /// far), its value's span, and its new value if a rule changed it.
+#[derive(Debug)]
 struct MapEntry {
     name: Range<usize>,
     span: (usize, usize),

@@ -120,6 +120,8 @@ struct Input {
     edits: crate::json::Edits,
     /// Leaf rewrites remembered across the values of the stream.
     memo: crate::object::memo::Memo,
+    /// The walker's reusable buffers.
+    scratch: crate::object::walk::Scratch,
 }
 
 impl Input {
@@ -141,6 +143,7 @@ impl Input {
         w.sc = crate::json::Scanner::with_base(raw, self.base + start);
         w.edits = std::mem::take(&mut self.edits);
         w.memo = std::mem::take(&mut self.memo);
+        w.scratch = std::mem::take(&mut self.scratch);
         w.group_hint = ctx.group.as_deref();
         if let (Some(g), Some(k)) = (&ctx.group, &ctx.kind) {
             w.kind_hint = Some((g.as_str(), k.as_str()));
@@ -149,6 +152,7 @@ impl Input {
         let len = w.sc.pos();
         self.edits = std::mem::take(&mut w.edits);
         self.memo = std::mem::take(&mut w.memo);
+        self.scratch = std::mem::take(&mut w.scratch);
         match res {
             Ok(v) => Ok(Some((v, len))),
             Err(crate::Error::Json(e)) if e.eof && !complete => {
