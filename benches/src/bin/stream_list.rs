@@ -18,10 +18,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         Direction::Restore
     };
-    eprintln!(
-        "sniff_list(b\"\") = {:?}",
-        kube_api_rewriter::stream::sniff_list(b"")
-    );
     let rules = Rules::builtin_kubevirt();
     let mut input = io::stdin().lock();
     let mut output = io::stdout().lock();
