@@ -17,6 +17,9 @@ pub fn rules() -> &'static Rules {
 /// serde_json's verdict on a whole document: `Some(v)` accepted, `None` rejected, and
 /// `Err(())` when it rejects for a reason we document as a difference (we do not check those).
 pub fn serde_verdict(data: &[u8]) -> Result<Option<Value>, ()> {
+    if has_serde_token(data) {
+        return Err(());
+    }
     match serde_json::from_slice::<Value>(data) {
         Ok(v) => Ok(Some(v)),
         Err(e) if documented_difference(&e) => Err(()),
@@ -32,6 +35,14 @@ pub fn documented_difference(e: &serde_json::Error) -> bool {
     m.contains("recursion limit exceeded") || m.contains("number out of range")
 }
 
+/// serde_json (with `raw_value`) takes an object whose key is its private raw-value token for
+/// a `RawValue` and rejects valid JSON such as `{"$serde_json::private::RawValue":4}`; the
+/// rewriter treats the key as any other. Inputs that mention it get no serde_json verdict.
+pub fn has_serde_token(data: &[u8]) -> bool {
+    const TOKEN: &[u8] = b"$serde_json::private::RawValue";
+    data.windows(TOKEN.len()).any(|w| w == TOKEN)
+}
+
 fn is_json_err(e: &Error) -> bool {
     matches!(e, Error::Json(_))
 }
@@ -42,6 +53,9 @@ pub fn dir(bit: bool) -> Direction {
 }
 
 fn assert_json(out: &[u8], what: &str, input: &[u8]) {
+    if has_serde_token(out) {
+        return;
+    }
     if let Err(e) = serde_json::from_slice::<Value>(out) {
         if !documented_difference(&e) {
             panic!(
@@ -54,6 +68,9 @@ fn assert_json(out: &[u8], what: &str, input: &[u8]) {
 }
 
 fn assert_ndjson(out: &[u8], events: usize, input: &[u8]) {
+    if has_serde_token(out) {
+        return;
+    }
     let mut n = 0;
     for v in serde_json::Deserializer::from_slice(out).into_iter::<Value>() {
         match v {
@@ -213,6 +230,9 @@ pub fn watch_stream(data: &[u8]) {
     let o = run_watch(d, body, &bytes);
     same("watch", body, "into 1-byte pieces", &whole, &(o.0, o.1));
     // Oracle: serde_json's stream reader over the whole body.
+    if has_serde_token(body) {
+        return;
+    }
     let mut all_objects = true;
     let mut verdict = Some(());
     let mut events = 0;
