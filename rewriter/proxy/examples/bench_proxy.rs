@@ -314,6 +314,21 @@ impl ProxyChild {
         };
         (f("VmHWM:"), f("VmRSS:"))
     }
+
+    /// CPU seconds the proxy has used so far.
+    fn cpu_secs(&self) -> f64 {
+        cpu_secs(&format!("/proc/{}/stat", self.child.id()))
+    }
+}
+
+/// User + system CPU seconds of a process from its `/proc/<pid>/stat` (USER_HZ = 100).
+fn cpu_secs(stat: &str) -> f64 {
+    let s = std::fs::read_to_string(stat).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
 }
 
 impl Drop for ProxyChild {
@@ -993,15 +1008,23 @@ async fn part2(a: &Args) -> Result<()> {
     if a.wants("pass") {
         let (mut via, mut dir) = (Vec::new(), Vec::new());
         let path = "/apis/bench.example.com/v1/namespaces/bench/widgets";
+        // CPU seconds used: (this process: client + double, the proxy) through the proxy, and
+        // this process directly.
+        let (mut cpu_via, mut cpu_proxy, mut cpu_dir) = (0.0, 0.0, 0.0);
         for _ in 0..a.repeat {
             let mut c = H1::connect(proxy.addr()).await?;
+            let (me0, px0) = (cpu_secs("/proc/self/stat"), proxy.cpu_secs());
             let t0 = Instant::now();
             let r = c.get(path, hdr).await?;
             via.push(drain(r, t0, |_| {}).await?);
+            cpu_via += cpu_secs("/proc/self/stat") - me0;
+            cpu_proxy += proxy.cpu_secs() - px0;
             let mut c = H1::connect(addr).await?;
+            let me0 = cpu_secs("/proc/self/stat");
             let t0 = Instant::now();
             let r = c.get(path, hdr).await?;
             dir.push(drain(r, t0, |_| {}).await?);
+            cpu_dir += cpu_secs("/proc/self/stat") - me0;
         }
         let (bv, bd) = (best(&via), best(&dir));
         if bv.bytes != fx.list.len() as u64 {
@@ -1031,6 +1054,14 @@ async fn part2(a: &Args) -> Result<()> {
         println!(
             "     time ratio proxy/direct {ratio:.2}x (target <= 1.3x: {})",
             verdict(ratio <= 1.3)
+        );
+        let n = a.repeat as f64;
+        println!(
+            "     CPU per transfer: direct {:.3} s (client + double); through the proxy {:.3} s (client + double) + {:.3} s (proxy), on {} cores",
+            cpu_dir / n,
+            cpu_via / n,
+            cpu_proxy / n,
+            std::thread::available_parallelism().map_or(0, usize::from)
         );
     }
     // Watch.
