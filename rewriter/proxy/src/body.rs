@@ -251,6 +251,6 @@ impl http_body::Body for Prefetched {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.hint.clone()
+        self.hint
     }
 }
