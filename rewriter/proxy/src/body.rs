@@ -196,12 +196,12 @@ where
 /// away) ends the task and with it the upstream request.
 pub fn prefetched(inner: Body, depth: usize) -> Body {
     let hint = http_body::Body::size_hint(&inner);
-    let (tx, rx) = mpsc::channel(depth.max(1));
+    let (tx, rx) = channel(depth);
     tokio::spawn(read_ahead(inner, tx));
     Prefetched { rx, hint }.boxed_unsync()
 }
 
-async fn read_ahead(mut inner: Body, tx: mpsc::Sender<Result<Bytes, BoxError>>) {
+async fn read_ahead(mut inner: Body, tx: Sender) {
     loop {
         let frame = tokio::select! {
             biased;
@@ -223,8 +223,9 @@ async fn read_ahead(mut inner: Body, tx: mpsc::Sender<Result<Bytes, BoxError>>) 
     }
 }
 
+/// A [`ChannelBody`] that keeps the length of the body it was read from.
 struct Prefetched {
-    rx: mpsc::Receiver<Result<Bytes, BoxError>>,
+    rx: ChannelBody,
     hint: SizeHint,
 }
 
@@ -236,18 +237,21 @@ impl http_body::Body for Prefetched {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let f = ready!(self.rx.poll_recv(cx));
-        if let Some(Ok(d)) = &f {
-            let n = d.len() as u64;
-            let lower = self.hint.lower().saturating_sub(n);
-            let upper = self.hint.upper().map(|u| u.saturating_sub(n));
+        let f = ready!(Pin::new(&mut self.rx).poll_frame(cx));
+        if let Some(n) = f
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(Frame::data_ref)
+            .map(|d| d.len() as u64)
+        {
+            let (lower, upper) = (self.hint.lower(), self.hint.upper());
             self.hint = SizeHint::default();
-            self.hint.set_lower(lower);
+            self.hint.set_lower(lower.saturating_sub(n));
             if let Some(u) = upper {
-                self.hint.set_upper(u);
+                self.hint.set_upper(u.saturating_sub(n));
             }
         }
-        Poll::Ready(f.map(|r| r.map(Frame::data)))
+        Poll::Ready(f)
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -27,11 +27,7 @@ impl Edits {
     pub fn replace_quoted(&mut self, start: usize, end: usize, s: &str) {
         let from = self.arena.len();
         super::scan::write_str(&mut self.arena, s);
-        self.edits.push(Edit {
-            start,
-            end,
-            text: (from, self.arena.len()),
-        });
+        self.record(start, end, from);
     }
 
     /// Records an edit whose replacement is the concatenation of `parts` as a JSON string
@@ -43,11 +39,7 @@ impl Edits {
             super::scan::escape_into(&mut self.arena, p);
         }
         self.arena.push(b'"');
-        self.edits.push(Edit {
-            start,
-            end,
-            text: (from, self.arena.len()),
-        });
+        self.record(start, end, from);
     }
 
     /// Like [`Edits::replace_quoted_parts`] with `parts` written as they are: the caller knows
@@ -60,22 +52,14 @@ impl Edits {
             self.arena.extend_from_slice(p.as_bytes());
         }
         self.arena.push(b'"');
-        self.edits.push(Edit {
-            start,
-            end,
-            text: (from, self.arena.len()),
-        });
+        self.record(start, end, from);
     }
 
     /// Records an edit whose replacement is `text`.
     pub fn replace_slice(&mut self, start: usize, end: usize, text: &[u8]) {
         let from = self.arena.len();
         self.arena.extend_from_slice(text);
-        self.edits.push(Edit {
-            start,
-            end,
-            text: (from, self.arena.len()),
-        });
+        self.record(start, end, from);
     }
 
     /// `input[start..end]` with the edits recorded after `mark` applied (they must lie inside
@@ -95,6 +79,15 @@ impl Edits {
         }
         out.extend_from_slice(&input[at..end]);
         Some(out)
+    }
+
+    /// Records the edit whose replacement is the arena from `from` on.
+    fn record(&mut self, start: usize, end: usize, from: usize) {
+        self.edits.push(Edit {
+            start,
+            end,
+            text: (from, self.arena.len()),
+        });
     }
 
     /// Removes a span.

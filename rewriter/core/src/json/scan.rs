@@ -502,28 +502,27 @@ impl<'a> Scanner<'a> {
                 }
             }};
         }
-        // A member's key and its colon, then whitespace.
+        // Fails unless the byte at `pos` is `b` (at the end of the input: more is needed).
+        macro_rules! need {
+            ($b:expr, $msg:expr) => {
+                if buf.get(pos) != Some(&$b) {
+                    self.pos = pos;
+                    return Err(if pos == buf.len() {
+                        self.eof()
+                    } else {
+                        self.err($msg)
+                    });
+                }
+            };
+        }
+        // A member's key and its colon.
         macro_rules! key {
             () => {{
                 ws!();
-                if buf.get(pos) != Some(&b'"') {
-                    self.pos = pos;
-                    return Err(if pos == buf.len() {
-                        self.eof()
-                    } else {
-                        self.err("expected a key")
-                    });
-                }
+                need!(b'"', "expected a key");
                 string!();
                 ws!();
-                if buf.get(pos) != Some(&b':') {
-                    self.pos = pos;
-                    return Err(if pos == buf.len() {
-                        self.eof()
-                    } else {
-                        self.err("expected `:`")
-                    });
-                }
+                need!(b':', "expected `:`");
                 pos += 1;
             }};
         }
