@@ -1,6 +1,7 @@
 //! The walker: follows a plan over a document in one pass and records byte edits.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde_json::Value;
 
@@ -8,8 +9,6 @@ use super::memo::{self, Memo};
 use super::plan::{Gvk, Leaf, Node, ObjNode, Which};
 use crate::Direction;
 use crate::error::Result;
-use std::ops::Range;
-
 use crate::json::scan::{needs_escape, quote, write_str};
 use crate::json::{Edits, Scanner, Str};
 use crate::rules::Rules;
