@@ -306,15 +306,7 @@ fn against_kube_apiserver() {
             .spawn()
             .expect("curl");
         let out = w.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = line_channel(out);
         // Initial ADDED events for vm1, vm2, then one caused by a change made upstream directly.
         let mut seen = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -427,16 +419,7 @@ fn against_kube_apiserver() {
     };
 
     let readyz = || {
-        let code = |p: &ProxyProc| {
-            ok(&curl(&[
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                &p.mon("/readyz"),
-            ]))
-        };
+        let code = |p: &ProxyProc| p.readyz();
         p.wait_until(Duration::from_secs(10), |p| code(p) == "200");
         assert!(cp.script("stop-apiserver").status.success());
         p.wait_until(Duration::from_secs(10), |p| code(p) == "503");

@@ -96,16 +96,7 @@ async fn expect(
 }
 
 fn readyz(p: &ProxyProc) -> String {
-    tokio::task::block_in_place(|| {
-        ok(&curl(&[
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &p.mon("/readyz"),
-        ]))
-    })
+    tokio::task::block_in_place(|| p.readyz())
 }
 
 async fn wait_readyz(p: &ProxyProc, want: &str, limit: Duration) -> Duration {
@@ -125,14 +116,7 @@ async fn wait_readyz(p: &ProxyProc, want: &str, limit: Duration) -> Duration {
 fn kube_rs_through_proxy() {
     let cp = ControlPlane::up();
     let p = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
-    ok(&p.kubectl(&[
-        "apply",
-        "-f",
-        &format!(
-            "{}/original-k8s-1.20/virtualmachines.yaml",
-            crd_fixtures().display()
-        ),
-    ]));
+    p.apply_vm_crd();
     if let Some(err) = wait_crd_established(&p, "virtualmachines.kubevirt.io") {
         panic!("kubectl wait --for condition=established through the proxy: {err}");
     }

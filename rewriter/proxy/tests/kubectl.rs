@@ -9,7 +9,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -719,15 +718,7 @@ fn kubectl_through_proxy() {
             .spawn()
             .expect("kubectl");
         let out = w.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = line_channel(out);
         // kubectl prints nothing until the first event: give it time to open the watch.
         std::thread::sleep(Duration::from_millis(1500));
         ok(&kubectl_in(
@@ -1110,15 +1101,7 @@ fn kubectl_through_proxy() {
             .spawn()
             .expect("curl");
         let out = w.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line.len()).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = line_channel(out);
         std::thread::sleep(Duration::from_millis(500));
         let f = dir.join("big.txt");
         std::fs::write(&f, "x".repeat(64 << 10)).expect("write");
@@ -1134,7 +1117,7 @@ fn kubectl_through_proxy() {
         let _ = w.kill();
         let _ = w.wait();
         match got {
-            Ok(len) => assert!(len > 64 << 10, "{len}"),
+            Ok(line) => assert!(line.len() > 64 << 10, "{}", line.len()),
             Err(_) => panic!("a 64 KiB watch event was held by the proxy (no line within 5 s)"),
         }
     };

@@ -4,34 +4,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 
 fn make_cert(dir: &Path, cn: &str) {
     std::fs::create_dir_all(dir).expect("dir");
-    let o = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "1",
-        ])
-        .arg("-subj")
-        .arg(format!("/CN={cn}"))
-        .arg("-keyout")
-        .arg(dir.join("tls.key"))
-        .arg("-out")
-        .arg(dir.join("tls.crt"))
-        .output()
-        .expect("openssl runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    self_signed_cert(&dir.join("tls.crt"), &dir.join("tls.key"), cn);
 }
 
 fn swap_data(dir: &Path, target: &str) {

@@ -139,14 +139,7 @@ fn gzip_and_client_certificates_against_kube_apiserver() {
     let admin = format!("Authorization: Bearer {}", cp.get("ADMIN_TOKEN"));
 
     let gzip = || {
-        ok(&p.kubectl(&[
-            "apply",
-            "-f",
-            &format!(
-                "{}/original-k8s-1.20/virtualmachines.yaml",
-                crd_fixtures().display()
-            ),
-        ]));
+        p.apply_vm_crd();
         p.wait_until(Duration::from_secs(20), |p| {
             p.kubectl(&["get", "vm"]).status.success()
         });
@@ -274,25 +267,7 @@ type Handler = fn(&Seen) -> (StatusCode, String);
 fn self_signed(dir: &Path, cn: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     std::fs::create_dir_all(dir).expect("dir");
     let (crt, key) = (dir.join(format!("{cn}.crt")), dir.join(format!("{cn}.key")));
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        &format!("/CN={cn}"),
-        "-addext",
-        "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        "-keyout",
-        key.to_str().expect("utf-8"),
-        "-out",
-        crt.to_str().expect("utf-8"),
-    ]);
+    self_signed_cert(&crt, &key, cn);
     (crt, key)
 }
 

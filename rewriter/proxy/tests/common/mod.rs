@@ -3,7 +3,7 @@
 #![allow(dead_code, missing_docs)]
 
 use std::collections::HashMap;
-use std::io::Write as _;
+use std::io::{BufRead as _, BufReader, Read, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -178,6 +178,24 @@ impl ProxyProc {
 
     pub fn mon(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.mon_port)
+    }
+
+    /// The HTTP status code of the monitoring listener's `/readyz`.
+    pub fn readyz(&self) -> String {
+        ok(&curl(&[
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &self.mon("/readyz"),
+        ]))
+    }
+
+    /// Applies KubeVirt's VirtualMachine CRD (original names) through the proxy.
+    pub fn apply_vm_crd(&self) {
+        let crd = crd_fixtures().join("original-k8s-1.20/virtualmachines.yaml");
+        ok(&self.kubectl(&["apply", "-f", crd.to_str().expect("utf-8 path")]));
     }
 
     pub fn kubectl(&self, args: &[&str]) -> Output {
@@ -410,4 +428,41 @@ where
         });
     });
     port
+}
+
+/// The lines of `out` (a child's stdout), as they arrive, read on a thread of their own.
+pub fn line_channel(out: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Writes a self-signed EC certificate for `cn` (valid for 127.0.0.1 and localhost) and its key.
+pub fn self_signed_cert(crt: &Path, key: &Path, cn: &str) {
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        &format!("/CN={cn}"),
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        "-keyout",
+        key.to_str().expect("utf-8"),
+        "-out",
+        crt.to_str().expect("utf-8"),
+    ]);
 }
