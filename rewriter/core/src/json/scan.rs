@@ -200,12 +200,10 @@ impl<'a> Scanner<'a> {
 
     /// The next key of an object (its `:` consumed), or `None` after the closing `}`.
     pub fn next_key(&mut self, first: &mut bool) -> Result<Option<Str<'a>>> {
-        if !self.member(first)? {
-            return Ok(None);
+        match self.next_key_raw(first)? {
+            Some(raw) => self.decode(&raw).map(Some),
+            None => Ok(None),
         }
-        let key = self.string()?;
-        self.expect(b':', "expected `:`")?;
-        Ok(Some(key))
     }
 
     /// Like [`Scanner::next_key`] without decoding the key: its raw bytes (between the quotes,
@@ -267,16 +265,6 @@ impl<'a> Scanner<'a> {
             end: s.end,
             text,
         })
-    }
-
-    /// Like [`Scanner::next_key`] without decoding the key: true while there is a member.
-    pub fn skip_key(&mut self, first: &mut bool) -> Result<bool> {
-        if !self.member(first)? {
-            return Ok(false);
-        }
-        self.skip_str()?;
-        self.expect(b':', "expected `:`")?;
-        Ok(true)
     }
 
     /// Opens an array: consumes `[`. Then call [`Scanner::next_elem`] until it returns false.
