@@ -35,5 +35,5 @@ fi
 "$TARGET/release/examples/bench_proxy" \
   --proxy-bin "$TARGET/release/kube-api-rewriter" \
   --kubeconfig "$KC" \
-  --crd "${BENCH_CRD:-$ROOT/../shared/fixtures/kubevirt-crds/original-k8s-1.20/virtualmachines.yaml}" \
+  --crd "${BENCH_CRD:-$ROOT/testdata/kubevirt-crds/original-k8s-1.20/virtualmachines.yaml}" \
   --work-dir "$DIR" "$@"

@@ -15,7 +15,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${DEMO_DIR:-/tmp/kube-api-rewriter-demo}
-CRDS=${DEMO_CRDS:-$ROOT/../shared/fixtures/kubevirt-crds/original-k8s-1.20}
+CRDS=${DEMO_CRDS:-$ROOT/testdata/kubevirt-crds/original-k8s-1.20}
 CP=$ROOT/scripts/control-plane.sh
 RENAMED=internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io
 

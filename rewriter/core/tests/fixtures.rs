@@ -1,4 +1,4 @@
-//! The engine against real kube-apiserver v1.20.2 captures (`shared/fixtures`) and the KubeVirt
+//! The engine against real kube-apiserver v1.20.2 captures (`testdata/` at the repository root) and the KubeVirt
 //! CRDs: restore what the server sends, rename it back, and check the names in between.
 
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use kube_api_rewriter::{Direction, Rules};
 use serde_json::Value;
 
 fn shared() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
 }
 
 fn fixture(name: &str) -> Vec<u8> {

@@ -1,5 +1,5 @@
 //! One test per known bug or limitation of the Go kube-api-rewriter (section 12 of
-//! `shared/reference/go-rewriter-behaviour.md`), each asserting the correct output.
+//! the behaviour notes of the Go project), each asserting the correct output.
 
 use kube_api_rewriter::exchange::{BodyMode, ProxyMode, ResponseBody, Route};
 use kube_api_rewriter::object::{self, Context, Outcome};
@@ -413,7 +413,7 @@ fn excludes_hide_objects() {
         name: "cdi.json",
         text: &serde_json::to_string(
             &serde_json::from_str::<Value>(include_str!(
-                "../../../../shared/reference/kubevirt-rules-intree-with-cdi.json"
+                "../../../testdata/rules/kubevirt-rules-intree-with-cdi.json"
             ))
             .unwrap()["rewriteRules_json"],
         )

@@ -6,7 +6,7 @@ use kube_api_rewriter::{Direction, Error, Rules};
 use serde_json::Value;
 
 fn go_rules(file: &str) -> String {
-    let p = format!("{}/../../../shared/reference/{file}", env!("CARGO_MANIFEST_DIR"));
+    let p = format!("{}/../../testdata/rules/{file}", env!("CARGO_MANIFEST_DIR"));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     serde_json::to_string_pretty(&v["rewriteRules_json"]).unwrap()
 }

@@ -81,9 +81,9 @@ fn args() -> Result<Args> {
     let mut a = Args {
         proxy_bin: PathBuf::from("target/release/kube-api-rewriter"),
         kubeconfig: None,
-        // `shared/` beside the checkout.
+        // The repository's testdata.
         crd: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/fixtures/kubevirt-crds/original-k8s-1.20/virtualmachines.yaml"),
+            .join("../../testdata/kubevirt-crds/original-k8s-1.20/virtualmachines.yaml"),
         work_dir: std::env::temp_dir(),
         vms: 10_000,
         events: 20_000,

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 fn fixtures() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
 }
 
 fn run(args: &[&str], stdin: &[u8]) -> Output {
@@ -32,7 +32,7 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn rewrite_restores_a_list_and_renames_it_back() {
-    let list = std::fs::read(fixtures().join("fixtures/kube-apiserver-1.20/vm-list.json")).unwrap();
+    let list = std::fs::read(fixtures().join("kube-apiserver-1.20/vm-list.json")).unwrap();
     let out = run(&["rewrite", "--restore"], &list);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let restored = text(&out.stdout);
@@ -83,7 +83,7 @@ fn rewrite_with_a_path_makes_the_proxys_decisions() {
 
 #[test]
 fn rewrite_watch_streams_events_one_per_line() {
-    let w = std::fs::read(fixtures().join("fixtures/kube-apiserver-1.20/watch-vm-events.json")).unwrap();
+    let w = std::fs::read(fixtures().join("kube-apiserver-1.20/watch-vm-events.json")).unwrap();
     let out = run(&["rewrite", "--restore", "--watch"], &w);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
@@ -166,7 +166,7 @@ fn rules_check_and_generate() {
     assert!(err.contains("bad.yaml:4:"), "{err}");
     assert!(err.contains("bogus"), "{err}");
 
-    let crds = fixtures().join("fixtures/kubevirt-crds/original");
+    let crds = fixtures().join("kubevirt-crds/original");
     let mut args = vec!["rules", "generate"];
     let files: Vec<String> = [
         "virtualmachines.yaml",

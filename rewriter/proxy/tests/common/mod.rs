@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_kube-api-rewriter");
 
-/// `shared/` beside the checkout (fixtures and references; read-only).
-pub fn shared() -> PathBuf {
-    workspace().join("../shared")
+/// The repository's `testdata/` (kube-apiserver captures, KubeVirt CRDs, Go rule sets).
+pub fn testdata() -> PathBuf {
+    workspace().join("testdata")
 }
 
 /// The KubeVirt CRD fixtures (`original`, `original-k8s-1.20`, `renamed`).
 pub fn crd_fixtures() -> PathBuf {
-    shared().join("fixtures/kubevirt-crds")
+    testdata().join("kubevirt-crds")
 }
 
 pub fn workspace() -> PathBuf {
