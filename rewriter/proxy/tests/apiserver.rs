@@ -4,13 +4,11 @@
 //! One control plane for the whole file: the cases run in order inside one test so that it is
 //! brought down at the end whatever happens.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use kube_api_rewriter_testkit::*;
 
 const INTERNAL: &str = "internal.virtualization.deckhouse.io";
 
@@ -406,7 +404,7 @@ fn against_kube_apiserver() {
     };
 
     let layer_example = || {
-        let exe = std::path::Path::new(BIN)
+        let exe = std::path::Path::new(env!("CARGO_BIN_EXE_kube-api-rewriter"))
             .parent()
             .expect("dir")
             .join("examples/kube_client_layer");

@@ -2,8 +2,6 @@
 //! double (`upstream_double`): a 200 MB LIST, a WebSocket-style upgrade to splice, a connection
 //! cut mid-body, a stalled upstream.
 
-mod common;
-
 use std::convert::Infallible;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -13,11 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use kube_api_rewriter_testkit::*;
 
 type DBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
 

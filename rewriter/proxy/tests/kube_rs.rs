@@ -5,18 +5,16 @@
 //! One control plane and one proxy for the whole file; the phases run in order in one test so
 //! that everything is stopped at the end whatever happens.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::*;
 use futures::StreamExt as _;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
     PostParams, WatchEvent, WatchParams,
 };
 use kube::runtime::watcher;
+use kube_api_rewriter_testkit::*;
 use serde_json::json;
 use tokio::sync::mpsc;
 

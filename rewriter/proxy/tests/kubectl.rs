@@ -6,8 +6,6 @@
 //! for the whole file; the cases run in order inside one test so that everything is stopped at
 //! the end whatever happens.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,11 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use kube_api_rewriter_testkit::*;
 use serde_json::{Value, json};
 
 const INTERNAL: &str = "internal.virtualization.deckhouse.io";

@@ -1,12 +1,10 @@
 //! The webhook listener's certificate reloads when the files change, Kubernetes style (a
 //! `..data` symlink swapped to a new directory), without a restart.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use kube_api_rewriter_testkit::*;
 
 fn make_cert(dir: &Path, cn: &str) {
     std::fs::create_dir_all(dir).expect("dir");

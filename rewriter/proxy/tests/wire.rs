@@ -2,8 +2,6 @@
 //! HTTP/2 to an upstream that offers it (an in-process TLS test double with ALPN), and a full
 //! AdmissionReview round trip through the webhook proxy to a TLS webhook test double.
 
-mod common;
-
 use std::convert::Infallible;
 use std::io::Read as _;
 use std::net::SocketAddr;
@@ -13,12 +11,12 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_api_rewriter_proxy::tls::{self, ReloadingCert};
+use kube_api_rewriter_testkit::*;
 use tokio_rustls::TlsAcceptor;
 
 const INTERNAL: &str = "internal.virtualization.deckhouse.io";

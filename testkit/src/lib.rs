@@ -1,6 +1,7 @@
-//! Shared by the integration tests: the real control plane, the proxy binary as a child
-//! process, curl and kubectl.
-#![allow(dead_code, missing_docs)]
+//! What the workspace's end-to-end tests share: the real local control plane
+//! (`scripts/control-plane.sh`), the `kube-api-rewriter` binary as a child process, curl,
+//! kubectl and openssl, and a way to run test doubles. Test code only (`publish = false`).
+#![allow(missing_docs)]
 
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, Read, Write as _};
@@ -9,7 +10,39 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_kube-api-rewriter");
+/// The `kube-api-rewriter` binary: `$KUBE_API_REWRITER_BIN`, else the one beside the running
+/// test executable (`target/<profile>/`), built with `cargo build` first if it is missing.
+pub fn rewriter_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("KUBE_API_REWRITER_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test> -> target/<profile>/kube-api-rewriter
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable under target/<profile>/deps");
+    let bin = profile_dir.join("kube-api-rewriter");
+    if !bin.exists() {
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.current_dir(workspace()).args([
+            "build",
+            "-p",
+            "kube-api-rewriter-proxy",
+            "--bin",
+            "kube-api-rewriter",
+        ]);
+        if release {
+            c.arg("--release");
+        }
+        assert!(
+            c.status().expect("cargo runs").success(),
+            "building kube-api-rewriter failed"
+        );
+    }
+    bin
+}
 
 /// The repository's `testdata/` (kube-apiserver captures, KubeVirt CRDs, Go rule sets).
 pub fn testdata() -> PathBuf {
@@ -21,9 +54,10 @@ pub fn crd_fixtures() -> PathBuf {
     testdata().join("kubevirt-crds")
 }
 
+/// The repository's root.
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
+        .join("..")
         .canonicalize()
         .expect("workspace root")
 }
@@ -133,7 +167,7 @@ impl ProxyProc {
         let port = free_port();
         let mon_port = free_port();
         let log = dir.join(format!("proxy-{port}.log"));
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(rewriter_bin());
         cmd.env_remove("KUBERNETES_SERVICE_HOST")
             .env("CLIENT_PROXY_ADDRESS", "127.0.0.1")
             .env("CLIENT_PROXY_PORT", port.to_string())
