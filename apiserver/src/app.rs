@@ -2,8 +2,10 @@
 //! discovery and OpenAPI, the VM and its subresources.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Method, Request, Response};
+use http_body_util::{BodyExt as _, Limited};
 use hyper::body::Incoming;
 use rustls_pki_types::CertificateDer;
 use serde_json::json;
@@ -12,10 +14,37 @@ use crate::authn::{RequestHeaderConfig, User};
 use crate::authz::{Attributes, Authorizer, verb};
 use crate::error::{Error, Result};
 use crate::status::{Body, error_response, json, text};
-use crate::subresources::{ApiPath, GROUP, Sub, VERSION, parse_path, target};
-use crate::virtapi::{VirtApi, is_upgrade};
+use crate::subresources::{ApiPath, GROUP, Sub, Target, VERSION, parse_path, target};
+use crate::virtapi::{MAX_BODY, VirtApi, is_upgrade};
 use crate::vmcache::{VmCache, check_phase};
 use crate::{discovery, openapi};
+
+/// What routing decided.
+enum Step {
+    /// Answer with this.
+    Respond(Response<Body>),
+    /// Call virt-api (`true`: a stream).
+    Forward(Target, bool),
+}
+
+/// Time an answered request's body has to arrive before the answer goes out anyway.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Reads and drops the rest of a request answered without its body, so that a kept-alive
+/// HTTP/1 connection stays in sync and an HTTP/2 stream ends cleanly. Bodies declared over
+/// the limit are left (the connection or stream is reset instead).
+async fn drain(req: Request<Incoming>) {
+    let declared = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return;
+    }
+    let body = Limited::new(req.into_body(), MAX_BODY).collect();
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, body).await;
+}
 
 /// Everything a request needs.
 #[derive(Debug)]
@@ -39,7 +68,7 @@ impl App {
     ) -> Response<Body> {
         let path = req.uri().path().to_owned();
         if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
-            self.authn.strip(req.headers_mut());
+            drain(req).await;
             return text("ok");
         }
         let method = req.method().clone();
@@ -47,12 +76,26 @@ impl App {
             Ok(u) => u,
             Err(e) => {
                 tracing::info!(%method, %path, code = 401, error = %e, "request");
+                drain(req).await;
                 return error_response(&e);
             }
         };
-        let resp = match self.route(req, &user).await {
-            Ok(r) => r,
-            Err(e) => error_response(&e),
+        let resp = match self.route(&req, &user).await {
+            Ok(Step::Forward(tgt, stream)) => match self.virtapi.forward(req, tgt, stream).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(%path, error = %e, "virt-api call failed");
+                    error_response(&e)
+                }
+            },
+            Ok(Step::Respond(r)) => {
+                drain(req).await;
+                r
+            }
+            Err(e) => {
+                drain(req).await;
+                error_response(&e)
+            }
         };
         tracing::info!(%method, %path, user = %user.name, code = resp.status().as_u16(), "request");
         resp
@@ -74,31 +117,32 @@ impl App {
         Ok(())
     }
 
-    async fn route(&self, req: Request<Incoming>, user: &User) -> Result<Response<Body>> {
+    async fn route(&self, req: &Request<Incoming>, user: &User) -> Result<Step> {
         let method = req.method().clone();
         let path = req.uri().path().to_owned();
         match parse_path(&path) {
             ApiPath::Apis => {
                 self.non_resource(user, &method, &path).await?;
-                Ok(json(&discovery::api_group_list()))
+                Ok(Step::Respond(json(&discovery::api_group_list())))
             }
             ApiPath::Group => {
                 self.non_resource(user, &method, &path).await?;
-                Ok(json(&discovery::api_group()))
+                Ok(Step::Respond(json(&discovery::api_group())))
             }
             ApiPath::Version => {
                 self.non_resource(user, &method, &path).await?;
-                Ok(json(&discovery::api_resource_list()))
+                Ok(Step::Respond(json(&discovery::api_resource_list())))
             }
             ApiPath::Other => {
                 self.non_resource(user, &method, &path).await?;
-                match path.as_str() {
-                    "/version" => Ok(json(&discovery::version())),
-                    "/openapi/v2" => Ok(json(&openapi::v2())),
-                    "/openapi/v3" => Ok(json(&openapi::v3_index())),
-                    p if p == openapi::v3_group_path() => Ok(json(&openapi::v3_group())),
-                    _ => Err(Error::no_route()),
-                }
+                let doc = match path.as_str() {
+                    "/version" => discovery::version(),
+                    "/openapi/v2" => openapi::v2(),
+                    "/openapi/v3" => openapi::v3_index(),
+                    p if p == openapi::v3_group_path() => openapi::v3_group(),
+                    _ => return Err(Error::no_route()),
+                };
+                Ok(Step::Respond(json(&doc)))
             }
             ApiPath::VmList { namespace } => {
                 let attrs = Attributes::Resource {
@@ -126,11 +170,11 @@ impl App {
                     return Err(Error::MethodNotAllowed);
                 }
                 let vm = self.vms.get(namespace, name)?;
-                Ok(json(&json!({
+                Ok(Step::Respond(json(&json!({
                     "kind": "VirtualMachine",
                     "apiVersion": format!("{GROUP}/{VERSION}"),
                     "metadata": vm.metadata,
-                })))
+                }))))
             }
             ApiPath::Subresource { namespace, name, sub } => {
                 let v = verb(&method);
@@ -158,12 +202,7 @@ impl App {
                 if sub.is_stream() && !is_upgrade(req.headers()) {
                     return Err(Error::BadRequest("Upgrade request required".into()));
                 }
-                let (namespace, name) = (namespace.to_owned(), name.to_owned());
-                let resp = self.virtapi.forward(req, tgt, sub.is_stream()).await;
-                if let Err(e) = &resp {
-                    tracing::warn!(%namespace, %name, sub = sub.name(), error = %e, "virt-api call failed");
-                }
-                resp
+                Ok(Step::Forward(tgt, sub.is_stream()))
             }
         }
     }

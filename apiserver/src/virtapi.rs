@@ -169,6 +169,16 @@ impl VirtApi {
     ) -> Result<Response<Body>> {
         let upgrade = stream && is_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+        // A declared length over the limit is refused before anything is read (a client that
+        // sent `Expect: 100-continue` then sends nothing).
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_BODY as u64) {
+            return Err(Error::PayloadTooLarge(MAX_BODY));
+        }
         let (parts, body) = req.into_parts();
         // The whole body is read before answering: the aggregator reuses connections.
         let body = Limited::new(body, MAX_BODY)
