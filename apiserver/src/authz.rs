@@ -131,17 +131,54 @@ struct Key {
     attrs: Attributes,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Decision {
-    at: Instant,
     allowed: bool,
     reason: String,
+}
+
+/// Decisions with the time they were made; entries older than the TTL are not used, and the
+/// map is pruned (or, if still full, emptied) when it reaches its size limit.
+#[derive(Debug)]
+struct DecisionCache {
+    ttl: Duration,
+    max: usize,
+    map: HashMap<Key, (Instant, Decision)>,
+}
+
+impl DecisionCache {
+    fn new(ttl: Duration, max: usize) -> DecisionCache {
+        DecisionCache {
+            ttl,
+            max,
+            map: HashMap::new(),
+        }
+    }
+
+    fn get(&self, key: &Key, now: Instant) -> Option<Decision> {
+        self.map
+            .get(key)
+            .filter(|(at, _)| now.saturating_duration_since(*at) < self.ttl)
+            .map(|(_, d)| d.clone())
+    }
+
+    fn insert(&mut self, key: Key, d: Decision, now: Instant) {
+        if self.map.len() >= self.max {
+            let ttl = self.ttl;
+            self.map
+                .retain(|_, (at, _)| now.saturating_duration_since(*at) < ttl);
+            if self.map.len() >= self.max {
+                self.map.clear();
+            }
+        }
+        self.map.insert(key, (now, d));
+    }
 }
 
 /// Asks kube-apiserver, remembering answers for [`CACHE_TTL`].
 pub struct Authorizer {
     api: Api<SubjectAccessReview>,
-    cache: Mutex<HashMap<Key, Decision>>,
+    cache: Mutex<DecisionCache>,
 }
 
 impl std::fmt::Debug for Authorizer {
@@ -155,7 +192,7 @@ impl Authorizer {
     pub fn new(client: kube::Client) -> Authorizer {
         Authorizer {
             api: Api::all(client),
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(DecisionCache::new(CACHE_TTL, CACHE_MAX)),
         }
     }
 
@@ -170,19 +207,12 @@ impl Authorizer {
             extra: user.extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             attrs: attrs.clone(),
         };
-        let cached = self.lock().get(&key).cloned();
+        let cached = self.lock().get(&key, Instant::now());
         let decision = match cached {
-            Some(d) if d.at.elapsed() < CACHE_TTL => d,
-            _ => {
+            Some(d) => d,
+            None => {
                 let d = self.ask(user, attrs).await?;
-                let mut cache = self.lock();
-                if cache.len() >= CACHE_MAX {
-                    cache.retain(|_, d| d.at.elapsed() < CACHE_TTL);
-                    if cache.len() >= CACHE_MAX {
-                        cache.clear();
-                    }
-                }
-                cache.insert(key, d.clone());
+                self.lock().insert(key, d.clone(), Instant::now());
                 d
             }
         };
@@ -195,7 +225,7 @@ impl Authorizer {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Decision>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DecisionCache> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -207,7 +237,6 @@ impl Authorizer {
             .map_err(|e| Error::Internal(format!("authorization could not be checked: {e}")))?;
         let status = review.status.unwrap_or_default();
         Ok(Decision {
-            at: Instant::now(),
             allowed: status.allowed && !status.denied.unwrap_or(false),
             reason: status.reason.unwrap_or_default(),
         })
@@ -225,6 +254,39 @@ mod tests {
             name: "vm1".into(),
             subresource: "console".into(),
         }
+    }
+
+    fn key(user: &str) -> Key {
+        Key {
+            user: user.into(),
+            groups: vec![],
+            extra: vec![],
+            attrs: console(),
+        }
+    }
+
+    #[test]
+    fn decisions_are_kept_for_the_ttl() {
+        let t0 = Instant::now();
+        let mut c = DecisionCache::new(CACHE_TTL, 3);
+        let deny = Decision {
+            allowed: false,
+            reason: "no".into(),
+        };
+        c.insert(key("a"), deny.clone(), t0);
+        assert_eq!(c.get(&key("a"), t0 + Duration::from_secs(9)), Some(deny.clone()));
+        assert_eq!(c.get(&key("a"), t0 + CACHE_TTL), None);
+        assert_eq!(c.get(&key("b"), t0), None);
+        // Full: expired entries go first.
+        c.insert(key("b"), deny.clone(), t0 + Duration::from_secs(5));
+        c.insert(key("c"), deny.clone(), t0 + Duration::from_secs(5));
+        c.insert(key("d"), deny.clone(), t0 + Duration::from_secs(11));
+        assert_eq!(c.map.len(), 3);
+        assert!(c.get(&key("b"), t0 + Duration::from_secs(11)).is_some());
+        // Full of live entries: emptied.
+        c.insert(key("e"), deny.clone(), t0 + Duration::from_secs(12));
+        assert_eq!(c.map.len(), 1);
+        assert_eq!(c.get(&key("e"), t0 + Duration::from_secs(12)), Some(deny));
     }
 
     #[test]
