@@ -308,6 +308,45 @@ fn base64_encode(b: &[u8]) -> String {
     s
 }
 
+/// Writes `crt`/`key` as `tls.crt`/`tls.key` into `dir/version` and points `dir/..data` at it
+/// (atomically, by renaming a new symlink over the old one), as the kubelet updates a Secret
+/// volume; `dir/tls.crt` and `dir/tls.key` link through `..data`.
+fn secret_volume(dir: &Path, version: &str, crt: &Path, key: &Path) {
+    let v = dir.join(version);
+    std::fs::create_dir_all(&v).unwrap();
+    std::fs::copy(crt, v.join("tls.crt")).unwrap();
+    std::fs::copy(key, v.join("tls.key")).unwrap();
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(version, &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    for f in ["tls.crt", "tls.key"] {
+        if std::fs::symlink_metadata(dir.join(f)).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{f}"), dir.join(f)).unwrap();
+        }
+    }
+}
+
+/// The subject of the certificate `port` serves now (a new connection).
+fn served_subject(port: u16) -> String {
+    let o = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            "-servername",
+            "localhost",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl runs");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.lines()
+        .find(|l| l.starts_with("subject="))
+        .unwrap_or("")
+        .to_owned()
+}
+
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
 }
@@ -348,22 +387,42 @@ fn setup() -> Env {
 
     let fake = fake_virtapi::start(&va, &va_key, &module_ca, SA);
     let echo_port = fake_virtapi::echo_server();
+    // The double answers /readyz to our client certificate.
+    let ready = tk::curl(&[
+        "-sS",
+        "--cacert",
+        kv_ca.to_str().unwrap(),
+        "--cert",
+        proxy.to_str().unwrap(),
+        "--key",
+        proxy_key.to_str().unwrap(),
+        &format!("https://localhost:{}/readyz", fake.port),
+    ]);
+    assert_eq!(tk::ok(&ready), "ok");
+    // The serving certificate as a Secret volume lays it out: files behind a `..data` symlink.
+    let secret = dir.join("serving-secret");
+    secret_volume(&secret, "..v1", &serving, &serving_key);
+    let (serving, serving_key) = (secret.join("tls.crt"), secret.join("tls.key"));
 
     // The namespace, then the deploy manifests, server-side dry run.
     tk::ok(&cp.kubectl(&["create", "namespace", "d8-virtualization"]));
     let out = tk::ok(&cp.kubectl(&["apply", "--dry-run=server", "-f", deploy_dir().to_str().unwrap()]));
-    for kind in [
-        "serviceaccount/virtualization-api",
-        "deployment.apps/virtualization-api",
-        "service/virtualization-api",
-        "apiservice.apiregistration.k8s.io/v1alpha2.subresources.virtualization.deckhouse.io",
-        "clusterrole.rbac.authorization.k8s.io/virtualization-api",
-    ] {
-        assert!(
-            out.contains(&format!("{kind} created (server dry run)")),
-            "{kind}:\n{out}"
-        );
-    }
+    let mut objects: Vec<&str> = out.lines().collect();
+    objects.sort_unstable();
+    assert_eq!(
+        objects,
+        [
+            "apiservice.apiregistration.k8s.io/v1alpha2.subresources.virtualization.deckhouse.io created (server dry run)",
+            "clusterrole.rbac.authorization.k8s.io/virtualization-api created (server dry run)",
+            "clusterrole.rbac.authorization.k8s.io/virtualization:vm-user created (server dry run)",
+            "clusterrolebinding.rbac.authorization.k8s.io/virtualization-api created (server dry run)",
+            "deployment.apps/virtualization-api created (server dry run)",
+            "rolebinding.rbac.authorization.k8s.io/virtualization-api:extension-apiserver-authentication-reader created (server dry run)",
+            "service/virtualization-api created (server dry run)",
+            "serviceaccount/virtualization-api created (server dry run)",
+        ],
+        "{out}"
+    );
     // The server's own identity and RBAC, for real, from the same manifests.
     for f in ["serviceaccount.yaml", "rbac.yaml"] {
         tk::ok(&cp.kubectl(&["apply", "-f", deploy_dir().join(f).to_str().unwrap()]));
@@ -486,6 +545,7 @@ fn virtualization_api_end_to_end() {
             ("403 from our own SubjectAccessReview", &|| forbidden_by_us(e)),
             ("409 for a VM in the wrong phase", &|| wrong_phase(e)),
             ("401 without the front-proxy certificate", &|| unauthorized(e)),
+            ("serving certificate reloaded on a ..data swap", &|| reload(e)),
             ("bad input, no leaked connection", &|| bad_input(e)),
         ]);
     }));
@@ -864,7 +924,38 @@ fn unauthorized(e: &Env) {
     assert!(body.contains("not an allowed requestheader name"), "{body}");
 }
 
-/// The bad-input requests; returns how many it sent.
+fn reload(e: &Env) {
+    let before = served_subject(e.server.port);
+    assert!(
+        before.contains("virtualization-api") && !before.contains("rotated"),
+        "{before}"
+    );
+    let module_key = e.dir.join("virtualization-ca.key");
+    let (crt, key) = tk::signed_cert(
+        &e.dir,
+        "serving-rotated",
+        "virtualization-api-rotated",
+        Some("DNS:virtualization-api.d8-virtualization.svc,DNS:localhost,IP:127.0.0.1"),
+        &e.module_ca,
+        &module_key,
+    );
+    secret_volume(&e.dir.join("serving-secret"), "..v2", &crt, &key);
+    wait_for(
+        "the rotated certificate is served",
+        Duration::from_secs(20),
+        || served_subject(e.server.port).contains("virtualization-api-rotated"),
+    );
+    assert!(
+        e.server.logs().contains("certificate reloaded"),
+        "{}",
+        e.server.logs()
+    );
+    // The aggregator keeps reaching us with the new certificate (same CA).
+    let out = tk::ok(&e.kubectl(&["get", "--raw", GROUP_PATH]));
+    assert!(out.contains("virtualmachines/console"), "{out}");
+}
+
+/// The bad-input requests.
 fn bad_batch(e: &Env) {
     let cases: Vec<(&Server, Vec<&str>, String, u16, &str)> = vec![
         (
