@@ -546,6 +546,7 @@ fn virtualization_api_end_to_end() {
             ("409 for a VM in the wrong phase", &|| wrong_phase(e)),
             ("401 without the front-proxy certificate", &|| unauthorized(e)),
             ("serving certificate reloaded on a ..data swap", &|| reload(e)),
+            ("slow clients are cut off", &|| slow_clients(e)),
             ("bad input, no leaked connection", &|| bad_input(e)),
         ]);
     }));
@@ -1060,7 +1061,7 @@ fn bad_batch(e: &Env) {
             vec!["-X", "PUT", "-d", "{}"],
             vm_path("vm-running", "unfreeze"),
             503,
-            "error trying to reach service",
+            "error trying to reach service: connection error: received fatal alert",
         ),
     ];
     let big = e.dir.join("big.json");
@@ -1080,6 +1081,23 @@ fn bad_batch(e: &Env) {
         assert_eq!(st["code"], want, "{body}");
         assert!(body.contains(msg), "{path}: want {msg:?} in {body}");
     }
+    // A user without RBAC (our SubjectAccessReview), and a stream opened and closed through
+    // kube-apiserver (the spliced connections must go away with it).
+    let (code, body) = e.as_user(&e.server, "user1", &[], &[], &vm_path("vm-running", "console"));
+    assert_eq!(code, 403, "{body}");
+    e.rt.block_on(async {
+        let (mut ws, _) = e
+            .ws(&vm_path("vm-running", "console"), e.cp.get("ADMIN_TOKEN"))
+            .await
+            .expect("WebSocket opens");
+        ws.send(Message::Binary(Bytes::from_static(b"ping")))
+            .await
+            .unwrap();
+        assert_eq!(next_binary(&mut ws).await, b"ping");
+        ws.close(None).await.unwrap();
+        // Wait for the close to come back, so the connection is really over.
+        while let Some(Ok(_)) = ws.next().await {}
+    });
     // Without the front-proxy certificate, and with a certificate of an unknown CA (the
     // handshake is refused).
     let (code, _) = direct(
@@ -1102,6 +1120,52 @@ fn bad_batch(e: &Env) {
         GROUP_PATH,
     );
     assert_eq!(code, 0, "no HTTP answer without a TLS session");
+}
+
+/// A client that never finishes the TLS handshake, and one that never finishes its request
+/// headers: the server closes both (its handshake and header read deadlines).
+fn slow_clients(e: &Env) {
+    let before = e.server.sockets();
+    e.rt.block_on(async {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let addr = ("127.0.0.1", e.server.port);
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(&e.module_ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let mut cfg =
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut partial = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        partial
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+            .await
+            .unwrap();
+        partial.flush().await.unwrap();
+        let mut buf = [0u8; 1024];
+        // The deadlines are 10 s; 40 s allows for a loaded machine.
+        let limit = Duration::from_secs(40);
+        let a = tokio::time::timeout(limit, silent.read(&mut buf)).await;
+        assert!(matches!(a, Ok(Ok(0) | Err(_))), "handshake never finished: {a:?}");
+        let mut rest = Vec::new();
+        let b = tokio::time::timeout(limit, partial.read_to_end(&mut rest)).await;
+        assert!(b.is_ok(), "the half-sent request is still open");
+        // hyper answers an expired header read with 408 or just closes.
+        let text = String::from_utf8_lossy(&rest);
+        assert!(text.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
+    });
+    wait_for("sockets back", Duration::from_secs(10), || {
+        e.server.sockets() <= before
+    });
 }
 
 fn bad_input(e: &Env) {
