@@ -384,6 +384,9 @@ fn setup() -> Env {
     );
     let (rogue, rogue_key) = (dir.join("rogue.crt"), dir.join("rogue.key"));
     tk::self_signed_cert(&rogue, &rogue_key, "virtualization-api-proxy");
+    // The refused server's client certificate, in a Secret-volume layout (swapped later).
+    let refused_proxy = dir.join("refused-proxy-secret");
+    secret_volume(&refused_proxy, "..v1", &rogue, &rogue_key);
 
     let fake = fake_virtapi::start(&va, &va_key, &module_ca, SA);
     let echo_port = fake_virtapi::echo_server();
@@ -479,7 +482,11 @@ fn setup() -> Env {
         &dir,
         "server-refused",
         &sa_kubeconfig,
-        &args(format!("localhost:{}", fake.port), &rogue, &rogue_key),
+        &args(
+            format!("localhost:{}", fake.port),
+            &refused_proxy.join("tls.crt"),
+            &refused_proxy.join("tls.key"),
+        ),
     );
 
     // Register: ExternalName Service on loopback + APIService (the verified local recipe).
@@ -548,6 +555,7 @@ fn virtualization_api_end_to_end() {
             ("serving certificate reloaded on a ..data swap", &|| reload(e)),
             ("slow clients are cut off", &|| slow_clients(e)),
             ("bad input, no leaked connection", &|| bad_input(e)),
+            ("proxy client certificate reloaded", &|| proxy_cert_reload(e)),
         ]);
     }));
     if let Err(panic) = result {
@@ -954,6 +962,30 @@ fn reload(e: &Env) {
     // The aggregator keeps reaching us with the new certificate (same CA).
     let out = tk::ok(&e.kubectl(&["get", "--raw", GROUP_PATH]));
     assert!(out.contains("virtualmachines/console"), "{out}");
+}
+
+/// The refused server gets the right client certificate (a ..data swap) and reaches virt-api.
+fn proxy_cert_reload(e: &Env) {
+    let put = || {
+        e.admin(
+            &e.server_refused,
+            &["-X", "PUT", "-d", "{}"],
+            &vm_path("vm-running", "unfreeze"),
+        )
+    };
+    assert_eq!(put().0, 503);
+    secret_volume(
+        &e.dir.join("refused-proxy-secret"),
+        "..v2",
+        &e.dir.join("proxy.crt"),
+        &e.dir.join("proxy.key"),
+    );
+    wait_for(
+        "virt-api accepts the new client certificate",
+        Duration::from_secs(20),
+        || put().0 == 200,
+    );
+    assert!(e.server_refused.logs().contains("certificate reloaded"));
 }
 
 /// The bad-input requests.
