@@ -565,6 +565,7 @@ fn virtualization_api_end_to_end() {
         std::panic::resume_unwind(panic);
     }
     eprintln!("whole test took {:?}", t0.elapsed());
+    let _ = std::fs::remove_dir_all(&e.dir);
 }
 
 fn discovery(e: &Env) {
