@@ -94,8 +94,18 @@ impl Route {
     /// Routes a request.
     pub fn new(rules: &Rules, mode: ProxyMode, method: &str, path_and_query: &str) -> Route {
         let method = method.to_ascii_uppercase();
+        if mode == ProxyMode::Api
+            && let Some(decoded) = crate::path::decode_route_slashes(path_and_query)
+        {
+            // kube-apiserver splits the decoded path: route what it will see.
+            let mut r = Route::new(rules, mode, &method, &decoded);
+            r.path = path_and_query.to_owned();
+            r.path_rewritten = true;
+            return r;
+        }
         let parsed = ApiPath::parse(path_and_query);
-        let watch = parsed.is_watch();
+        // Only a GET is a watch; kube-apiserver ignores `watch` on other verbs.
+        let watch = method == "GET" && parsed.is_watch();
         if mode == ProxyMode::Webhook {
             let rule = crate::path::webhook_rule(rules, path_and_query).cloned();
             let upstream_path = match &rule {
@@ -451,5 +461,90 @@ fn facts(p: &ApiPath) -> Facts {
         name: p.name().map(str::to_owned),
         sub: p.subresource().map(str::to_owned),
         label,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: &str = "internal.virtualization.deckhouse.io";
+    const VMS: &str = "internalvirtualizationvirtualmachines";
+
+    #[test]
+    fn only_a_get_is_a_watch() {
+        let rules = Rules::builtin_kubevirt();
+        let path = "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines?watch=1";
+        let get = Route::new(&rules, ProxyMode::Api, "get", path);
+        assert!(get.watch);
+        assert_eq!(get.response, BodyMode::Watch);
+        for (method, mode) in [
+            ("POST", BodyMode::Object),
+            ("DELETE", BodyMode::Object),
+            ("PUT", BodyMode::Object),
+        ] {
+            let r = Route::new(&rules, ProxyMode::Api, method, path);
+            assert!(!r.watch, "{method}");
+            assert_eq!(r.response, mode, "{method}");
+            assert!(r.rewrite, "{method}");
+        }
+    }
+
+    #[test]
+    fn encoded_slashes_are_routed_as_kube_apiserver_splits_them() {
+        let rules = Rules::builtin_kubevirt();
+        let cases = [
+            // group
+            (
+                "/apis/kubevirt.io%2Fv1/namespaces/ns/virtualmachines",
+                format!("/apis/{G}/v1/namespaces/ns/{VMS}"),
+            ),
+            // version
+            (
+                "/apis/kubevirt.io/v1%2Fnamespaces/ns/virtualmachines/vm",
+                format!("/apis/{G}/v1/namespaces/ns/{VMS}/vm"),
+            ),
+            // namespace
+            (
+                "/apis/kubevirt.io/v1/namespaces/ns%2Fvirtualmachines",
+                format!("/apis/{G}/v1/namespaces/ns/{VMS}"),
+            ),
+            // resource
+            (
+                "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines%2Fvm?x=%2F",
+                format!("/apis/{G}/v1/namespaces/ns/{VMS}/vm?x=%2F"),
+            ),
+            // name
+            (
+                "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines/vm%2fstatus",
+                format!("/apis/{G}/v1/namespaces/ns/{VMS}/vm/status"),
+            ),
+            // the prefix itself, lower case escape, twice
+            (
+                "/apis%2Fkubevirt.io%2fv1/virtualmachines",
+                format!("/apis/{G}/v1/{VMS}"),
+            ),
+        ];
+        for (path, want) in cases {
+            let r = Route::new(&rules, ProxyMode::Api, "GET", path);
+            assert_eq!(r.upstream_path, want, "{path}");
+            assert!(r.path_rewritten && r.rewrite, "{path}");
+            assert_eq!(r.path, path);
+        }
+        let watch = Route::new(
+            &rules,
+            ProxyMode::Api,
+            "GET",
+            "/apis/kubevirt.io%2Fv1/virtualmachines?watch=1",
+        );
+        assert_eq!(watch.response, BodyMode::Watch);
+        // After the subresource the path is handed on as sent; `%252F` is a literal `%2F`.
+        for path in [
+            "/api/v1/namespaces/ns/services/s/proxy/a%2Fb",
+            "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines/a%252Fb",
+        ] {
+            let r = Route::new(&rules, ProxyMode::Api, "GET", path);
+            assert!(!r.upstream_path.contains("a/b"), "{path}: {}", r.upstream_path);
+        }
     }
 }

@@ -470,6 +470,76 @@ pub fn rewrite(rules: &Rules, dir: Direction, path_and_query: &str) -> Result<St
     })
 }
 
+/// The request target as kube-apiserver routes it: every encoded `/` (`%2F`, `%2f`) in a segment
+/// that decides the route (all of them up to the subresource; every segment of a path that is not
+/// an API path yet) decoded, so that the rewriter splits the path where kube-apiserver, which
+/// splits the decoded path, does. `None` when there is nothing to decode. Segments after a
+/// subresource (`pods/x/proxy/a%2Fb`) are kept: they are handed on, not routed on.
+///
+/// ```
+/// use kube_api_rewriter::path::decode_route_slashes;
+/// assert_eq!(
+///     decode_route_slashes("/apis/kubevirt.io%2Fv1/virtualmachines?x=%2F").as_deref(),
+///     Some("/apis/kubevirt.io/v1/virtualmachines?x=%2F")
+/// );
+/// assert_eq!(decode_route_slashes("/api/v1/namespaces/n/pods/p/proxy/a%2Fb"), None);
+/// ```
+pub fn decode_route_slashes(path_and_query: &str) -> Option<String> {
+    let path = path_and_query.split('?').next().unwrap_or("");
+    if !path.starts_with('/') || !path.contains('%') {
+        return None;
+    }
+    let mut cur: Option<String> = None;
+    loop {
+        let p = ApiPath::parse(cur.as_deref().unwrap_or(path_and_query));
+        let end = match p.prefix {
+            Prefix::Core | Prefix::Apis => p.remainder.unwrap_or(p.segs.len()),
+            Prefix::Root | Prefix::Unknown => p.segs.len(),
+        };
+        let mut changed = false;
+        let segs: Vec<String> = p
+            .segs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if i < end && s.decoded.contains('/') {
+                    changed = true;
+                    decode_slashes(&s.raw)
+                } else {
+                    s.raw.clone()
+                }
+            })
+            .collect();
+        if !changed {
+            return cur;
+        }
+        let mut out = segs.join("/");
+        if let Some(q) = &p.query {
+            out.push('?');
+            out.push_str(q);
+        }
+        cur = Some(out);
+    }
+}
+
+/// `raw` with `%2F`/`%2f` escapes turned into `/`; other escapes kept.
+fn decode_slashes(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let esc = rest.get(i..i + 3).unwrap_or(&rest[i..]);
+        if esc.eq_ignore_ascii_case("%2f") {
+            out.push('/');
+        } else {
+            out.push_str(esc);
+        }
+        rest = &rest[i + esc.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Rewrites a parsed path; returns the result and whether anything changed.
 pub fn rewrite_parsed(rules: &Rules, dir: Direction, p: &ApiPath) -> Result<(ApiPath, bool)> {
     let mut out = p.clone();
@@ -536,6 +606,27 @@ mod tests {
         Option<&'static str>,
         bool,
     );
+
+    #[test]
+    fn route_slashes_decoded_up_to_the_subresource() {
+        let cases = [
+            ("/apis/g%2Fv/rs", Some("/apis/g/v/rs")),
+            (
+                "/apis/g/v/namespaces/a%2Fb/rs",
+                Some("/apis/g/v/namespaces/a/b/rs"),
+            ),
+            ("/apis/g/v/rs/n%2F%41%2f?q=%2F", Some("/apis/g/v/rs/n/%41/?q=%2F")),
+            ("/api%2Fv1/pods/x/proxy/a%2Fb", Some("/api/v1/pods/x/proxy/a/b")),
+            ("/api/v1/namespaces/n/pods/x/proxy/a%2Fb", None),
+            ("/apis/g/v/rs/n%252F", None),
+            ("/apis/g/v/rs/n%2Fzz%zz", None), // an invalid escape: opaque, as parse treats it
+            ("/apis/g/v/rs/n", None),
+            ("relative%2Fpath", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(decode_route_slashes(path).as_deref(), want, "{path}");
+        }
+    }
 
     #[test]
     fn layouts() {
