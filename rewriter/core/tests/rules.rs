@@ -151,3 +151,52 @@ fn version_maps_rename_paths_and_api_versions() {
         kube_api_rewriter::path::rewrite(&r, Direction::Rename, "/apis/example.io/v1alpha2/foos").unwrap();
     assert_eq!(p, "/apis/internal.example.com/v1/foos");
 }
+
+/// A Go rule file may list a group with an empty `groupRule` only so that `Init` turns its kinds
+/// into excludes: it loads, nothing of it is renamed, its kinds are hidden, and a warning says so.
+#[test]
+fn empty_group_rule_loads_as_excludes_only() {
+    let text = r#"{"kindPrefix":"P","resourceTypePrefix":"p","rules":{
+        "example.io":{"groupRule":{"group":"example.io","renamed":"internal.example.com"},
+            "resourceRules":{"foos":{"kind":"Foo","listKind":"FooList","plural":"foos"}}},
+        "upstream.io":{"groupRule":{},
+            "resourceRules":{"bars":{"kind":"Bar","plural":"bars"}}}}}"#;
+    let r = Rules::parse(&[Source {
+        name: "go.json",
+        text,
+    }])
+    .unwrap();
+    assert!(r.group("upstream.io").is_none());
+    assert_eq!(r.rename_api_version("upstream.io/v1"), None);
+    assert_eq!(
+        kube_api_rewriter::path::rewrite(&r, Direction::Rename, "/apis/upstream.io/v1/bars").unwrap(),
+        "/apis/upstream.io/v1/bars"
+    );
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("upstream.io") && r.warnings[0].contains("Bar, BarList"),
+        "{:?}",
+        r.warnings
+    );
+    use kube_api_rewriter::object::{self, Context, Outcome};
+    let bar = br#"{"apiVersion":"upstream.io/v1","kind":"Bar","metadata":{"name":"b"}}"#;
+    let out = object::rewrite(&r, Direction::Restore, bar, &Context::default()).unwrap();
+    assert!(matches!(out, Outcome::Excluded), "{out:?}");
+    let list = br#"{"apiVersion":"v1","kind":"List","metadata":{},"items":[{"apiVersion":"upstream.io/v1","kind":"Bar","metadata":{"name":"b"}}]}"#;
+    match object::rewrite(&r, Direction::Restore, list, &Context::default()).unwrap() {
+        Outcome::Object(b) => {
+            let v: Value = serde_json::from_slice(&b).unwrap();
+            assert_eq!(v["items"].as_array().map(Vec::len), Some(0), "{v}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A groupRule that names its group but not the new name is still a mistake.
+    let half = "rules:\n  x.io:\n    groupRule: {group: x.io}\n";
+    assert!(
+        Rules::parse(&[Source {
+            name: "h",
+            text: half
+        }])
+        .is_err()
+    );
+}

@@ -37,6 +37,7 @@ pub fn load_rules(cfg: &Config) -> Result<Rules, StartError> {
                 text: &text,
             }])
             .map_err(|e| StartError(format!("RULES_PATH: {e}")))
+            .inspect(|r| r.warnings.iter().for_each(|w| tracing::warn!("RULES_PATH: {w}")))
         }
     }
 }

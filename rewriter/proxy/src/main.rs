@@ -252,7 +252,11 @@ fn load_rules(files: &RuleFiles) -> anyhow::Result<Rules> {
         .zip(&texts)
         .map(|(name, text)| Source { name, text })
         .collect();
-    Rules::parse(&sources).map_err(bad)
+    let rules = Rules::parse(&sources).map_err(bad)?;
+    for w in &rules.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(rules)
 }
 
 fn rewrite_path(a: RewritePathArgs) -> anyhow::Result<()> {

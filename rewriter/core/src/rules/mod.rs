@@ -176,6 +176,8 @@ pub struct Rules {
     pub excludes: Vec<Exclude>,
     /// Field locations per kind.
     pub kinds: Vec<KindFields>,
+    /// Things a rule file does that load but deserve a word (for the log).
+    pub warnings: Vec<String>,
     rewrite_core: bool,
     rewrite_resources: HashSet<String>,
     pub(crate) plans: Plans,
@@ -265,6 +267,20 @@ impl Rules {
                 ));
             }
             if g.group_rule.renamed.is_empty() {
+                if g.group_rule.group.is_empty() {
+                    // As the Go rewriter loads it: nothing renamed, and `Init` turns the kinds
+                    // and list kinds into excludes (by kind alone).
+                    let kinds = kinds_of(g.resource_rules.unwrap_or_default());
+                    self.warnings.push(format!(
+                        "{name}: group {key:?} has an empty groupRule: it is not renamed; objects of its kinds ({}) are hidden from clients, as the Go rewriter does",
+                        kinds.join(", ")
+                    ));
+                    self.excludes.push(Exclude {
+                        kinds,
+                        ..Exclude::default()
+                    });
+                    continue;
+                }
                 return Err(at(&loc, format!("group {key:?} has no groupRule.renamed")));
             }
             if self.by_original.contains_key(&key) {
@@ -554,6 +570,21 @@ impl Group {
     pub fn rename_version<'a>(&'a self, v: &'a str) -> &'a str {
         self.version_map.get(v).map_or(v, String::as_str)
     }
+}
+
+/// The kinds and list kinds of a group's resource rules, in rule order.
+fn kinds_of(resources: BTreeMap<String, schema::ResourceRule>) -> Vec<String> {
+    let mut kinds = Vec::new();
+    for r in resources.into_values().filter(|r| !r.kind.is_empty()) {
+        let list = if r.list_kind.is_empty() {
+            format!("{}List", r.kind)
+        } else {
+            r.list_kind
+        };
+        kinds.push(r.kind);
+        kinds.push(list);
+    }
+    kinds
 }
 
 fn set_once(target: &mut String, v: Option<String>) {
