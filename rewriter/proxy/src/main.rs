@@ -84,7 +84,8 @@ struct RewriteArgs {
     /// The body is a watch event stream.
     #[arg(long)]
     watch: bool,
-    /// The path is a webhook path (webhook proxy decisions).
+    /// The path is a webhook path (webhook proxy decisions); implied for the paths the rules name
+    /// under `webhooks`.
     #[arg(long)]
     webhook: bool,
 }
@@ -345,7 +346,9 @@ fn rewrite(a: RewriteArgs) -> anyhow::Result<()> {
     let ct = a.content_type.clone();
     let plan = match &a.path {
         Some(path) => {
-            let mode = if a.webhook {
+            // A path the rules name as a webhook is one, as the webhook proxy sees it.
+            let webhook = a.webhook || kube_api_rewriter::path::webhook_rule(rules, path).is_some();
+            let mode = if webhook {
                 ProxyMode::Webhook
             } else {
                 ProxyMode::Api

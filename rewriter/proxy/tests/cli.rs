@@ -120,6 +120,133 @@ fn malformed_input_exits_2_with_the_offset_and_no_output() {
     }
 }
 
+/// Every body kind the CLI parses, each malformed: exit 2, one line with the byte offset.
+#[test]
+fn malformed_input_of_every_body_kind_exits_2() {
+    let vm = "/apis/kubevirt.io/v1/namespaces/a/virtualmachines";
+    let crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualmachines.kubevirt.io";
+    let patch = |ct: &'static str| -> Vec<&'static str> {
+        vec![
+            "rewrite",
+            "--rename",
+            "--method",
+            "PATCH",
+            "--path",
+            "/apis/kubevirt.io/v1/namespaces/a/virtualmachines/b",
+            "--content-type",
+            ct,
+        ]
+    };
+    let review = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{"metadata":{"labels":{"a":}}}}}"#;
+    let cases: Vec<(Vec<&str>, &[u8])> = vec![
+        // objects, lists and watches with a path
+        (
+            vec![
+                "rewrite",
+                "--restore",
+                "--path",
+                &*Box::leak(format!("{vm}/b").into_boxed_str()),
+            ],
+            br#"{"kind":"VirtualMachine","metadata":{"name":1,}}"#,
+        ),
+        (
+            vec!["rewrite", "--restore", "--path", vm],
+            br#"{"kind":"VirtualMachineList","items":[{"metadata":{"labels":{"a":"b"}}},]}"#,
+        ),
+        (
+            vec![
+                "rewrite",
+                "--restore",
+                "--path",
+                &*Box::leak(format!("{vm}?watch=1").into_boxed_str()),
+            ],
+            b"{\"type\":\"ADDED\",\"object\":{\"kind\":}}\n",
+        ),
+        (
+            vec!["rewrite", "--rename", "--method", "POST", "--path", vm],
+            br#"{"kind":"VirtualMachine","metadata":{"name":"x"}"#,
+        ),
+        (
+            vec!["rewrite", "--rename", "--method", "PUT", "--path", crd],
+            br#"{"kind":"CustomResourceDefinition","spec":{"group":"kubevirt.io",,}}"#,
+        ),
+        (
+            vec!["rewrite", "--restore", "--path", "/apis"],
+            br#"{"kind":"APIGroupList","groups":[{"name":}]}"#,
+        ),
+        // patches by content type, with and without a path
+        (
+            patch("application/json-patch+json"),
+            br#"[{"op":"add","path":"/metadata/labels","value":{"a":}}]"#,
+        ),
+        (
+            patch("application/merge-patch+json"),
+            br#"{"metadata":{"labels":{"a":"b"}}"#,
+        ),
+        (
+            patch("application/strategic-merge-patch+json"),
+            br#"{"metadata":{"labels":["#,
+        ),
+        (
+            vec![
+                "rewrite",
+                "--rename",
+                "--content-type",
+                "application/json-patch+json",
+            ],
+            br#"[{"op":"add""#,
+        ),
+        // an AdmissionReview on a webhook path the rules name, without --webhook: both sides
+        (
+            vec![
+                "rewrite",
+                "--restore",
+                "--method",
+                "POST",
+                "--path",
+                "/virtualmachines-validate",
+            ],
+            review,
+        ),
+        (
+            vec![
+                "rewrite",
+                "--rename",
+                "--method",
+                "POST",
+                "--path",
+                "/virtualmachines-validate",
+            ],
+            br#"{"kind":"AdmissionReview","response":{"uid":"u","allowed":tru}}"#,
+        ),
+    ];
+    for (args, body) in cases {
+        let out = run(&args, body);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: stdout: {}", text(&out.stdout));
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("at byte "), "{args:?}: {err}");
+    }
+    // A well-formed review on that path is restored without --webhook.
+    let ok = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","resource":{"group":"internal.virtualization.deckhouse.io","version":"v1","resource":"internalvirtualizationvirtualmachines"},"requestResource":{"group":"internal.virtualization.deckhouse.io","version":"v1","resource":"internalvirtualizationvirtualmachines"},"object":{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachine","metadata":{"name":"x"}}}}"#;
+    let out = run(
+        &[
+            "rewrite",
+            "--restore",
+            "--method",
+            "POST",
+            "--path",
+            "/virtualmachines-validate",
+        ],
+        ok,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["request"]["object"]["apiVersion"], "kubevirt.io/v1", "{v}");
+    assert_eq!(v["request"]["resource"]["resource"], "virtualmachines", "{v}");
+}
+
 #[test]
 fn rewrite_path_both_ways() {
     let out = run(
