@@ -285,6 +285,15 @@ impl Route {
 
     /// What the objects this request is about are, for patches.
     pub fn plan<'r>(&'r self, rules: &'r Rules) -> patch::PatchTarget<'r> {
+        if self.mode == ProxyMode::Api {
+            let decoded = crate::path::decode_route_slashes(&self.path);
+            let p = ApiPath::parse(decoded.as_deref().unwrap_or(&self.path));
+            if p.is_crd()
+                && let Some(name) = p.name()
+            {
+                return patch::plan_for_crd(rules, name);
+            }
+        }
         patch::plan_for(
             rules,
             self.context.group.as_deref().unwrap_or(""),

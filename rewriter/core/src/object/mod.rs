@@ -12,7 +12,7 @@
 //! );
 //! ```
 
-mod crd;
+pub(crate) mod crd;
 mod discovery;
 mod leaf;
 pub mod memo;

@@ -62,6 +62,10 @@ pub struct PatchTarget<'a> {
     pub group: &'a str,
     /// Original kind.
     pub kind: &'a str,
+    /// For a patch of one CustomResourceDefinition the rules name: its original group and
+    /// plural (from the request path), so that `spec`, `spec.names` and `spec.group` in the
+    /// patch are renamed as in a whole CRD body.
+    pub crd: Option<(&'a str, &'a str)>,
 }
 
 /// The target of patches to objects of an original (`group`, `kind`).
@@ -70,7 +74,20 @@ pub fn plan_for<'a>(rules: &'a Rules, group: &'a str, kind: &'a str) -> PatchTar
         plan: rules.plans.get(group, kind),
         group,
         kind,
+        crd: None,
     }
+}
+
+/// The target of patches to the CustomResourceDefinition named `name` (`plural.group`, original
+/// names); a plain CRD target when the rules do not name that resource.
+pub fn plan_for_crd<'a>(rules: &'a Rules, name: &str) -> PatchTarget<'a> {
+    let mut t = plan_for(rules, crate::path::CRD_GROUP, "CustomResourceDefinition");
+    t.crd = name.split_once('.').and_then(|(plural, group)| {
+        let g = rules.group(group)?;
+        let (p, _) = g.resources.get_key_value(plural)?;
+        Some((g.original.as_str(), p.as_str()))
+    });
+    t
 }
 
 /// Rewrites a patch body of type `ty` for objects with plan `plan`.
@@ -81,17 +98,16 @@ pub fn rewrite<'a>(
     body: &'a [u8],
     on: PatchTarget<'_>,
 ) -> Result<Cow<'a, [u8]>> {
-    let plan = on.plan;
     match ty {
         PatchType::Json => json_patch(rules, dir, body, on),
-        PatchType::Merge | PatchType::Strategic => partial_object(rules, dir, body, plan),
+        PatchType::Merge | PatchType::Strategic => partial_object(rules, dir, body, on),
         PatchType::Apply => {
             let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
             if first == Some(b'{') {
-                partial_object(rules, dir, body, plan)
+                partial_object(rules, dir, body, on)
             } else {
                 let json = yaml_to_json(body)?;
-                let out = partial_object(rules, dir, &json, plan)?.into_owned();
+                let out = partial_object(rules, dir, &json, on)?.into_owned();
                 Ok(Cow::Owned(out))
             }
         }
@@ -114,9 +130,14 @@ pub fn yaml_to_json(body: &[u8]) -> Result<Vec<u8>> {
     Ok(serde_json::to_vec(&v).expect("a Value serializes"))
 }
 
-fn partial_object<'a>(rules: &Rules, dir: Direction, body: &'a [u8], plan: &Node) -> Result<Cow<'a, [u8]>> {
-    let mut w = Walker::new(rules, dir, body);
-    w.node(plan)?;
+fn partial_object<'a>(
+    rules: &Rules,
+    dir: Direction,
+    body: &'a [u8],
+    on: PatchTarget<'_>,
+) -> Result<Cow<'a, [u8]>> {
+    let mut w = walker(rules, dir, body, on);
+    w.node(on.plan)?;
     w.sc.end()?;
     Ok(w.output())
 }
@@ -128,7 +149,7 @@ pub fn json_patch<'a>(
     body: &'a [u8],
     on: PatchTarget<'_>,
 ) -> Result<Cow<'a, [u8]>> {
-    let mut w = Walker::new(rules, dir, body);
+    let mut w = walker(rules, dir, body, on);
     if w.sc.peek()? != b'[' {
         return Err(Error::Patch("a JSON patch must be an array of operations".into()));
     }
@@ -139,6 +160,16 @@ pub fn json_patch<'a>(
     }
     w.sc.end()?;
     Ok(w.output())
+}
+
+/// A walker over a patch `body`, knowing the CRD the patch applies to.
+fn walker<'r, 'a>(rules: &'r Rules, dir: Direction, body: &'a [u8], on: PatchTarget<'_>) -> Walker<'r, 'a> {
+    let mut w = Walker::new(rules, dir, body);
+    w.crd = on.crd.map(|(group, plural)| crate::object::crd::CrdTarget {
+        group: group.to_owned(),
+        plural: plural.to_owned(),
+    });
+    w
 }
 
 fn op(w: &mut Walker<'_, '_>, on: PatchTarget<'_>) -> Result<()> {
