@@ -1,7 +1,17 @@
 //! WATCH streams, event by event.
+//!
+//! Excludes hold over time: an object that becomes hidden (a `MODIFIED` event whose object the
+//! rules now hide) is announced as `DELETED`, carrying its current object restored (and so that
+//! event's resourceVersion); later events about it are dropped while it stays hidden, its own
+//! `DELETED` included; when it stops being hidden, its next event is sent as `ADDED`. The only
+//! state is the set of UIDs currently hidden, and an object's UID is read only for hidden
+//! objects or while that set is not empty.
+
+use std::collections::HashSet;
 
 use crate::Direction;
 use crate::error::Result;
+use crate::json::Scanner;
 use crate::object::{Context, Hint, Verdict, Walker};
 use crate::rules::Rules;
 
@@ -16,6 +26,8 @@ pub struct WatchRewriter<'r> {
     start: Option<usize>,
     events: usize,
     dropped: usize,
+    /// UIDs of the objects this watch has seen hidden and not yet deleted.
+    hidden: HashSet<String>,
     /// An event cut short by the end of the input so far.
     pending: super::Pending,
 }
@@ -52,6 +64,7 @@ impl<'r> WatchRewriter<'r> {
             start: None,
             events: 0,
             dropped: 0,
+            hidden: HashSet::new(),
             pending: super::Pending::default(),
         }
     }
@@ -112,6 +125,11 @@ impl<'r> WatchRewriter<'r> {
         }
     }
 
+    /// UIDs of the objects currently hidden from this watch.
+    pub fn hidden(&self) -> usize {
+        self.hidden.len()
+    }
+
     /// Rewrites the event starting at `start`; `None` if the input ends inside it.
     fn event(
         &mut self,
@@ -120,42 +138,272 @@ impl<'r> WatchRewriter<'r> {
         complete: bool,
         out: &mut Vec<u8>,
     ) -> Result<Option<usize>> {
-        let Some((verdict, len)) = self
-            .input
-            .walk(buf, self.rules, self.dir, &self.ctx, start, complete, walk_event)?
+        let want_uid = !self.hidden.is_empty();
+        let mut seen = Seen::default();
+        let Some((verdict, len)) =
+            self.input
+                .walk(buf, self.rules, self.dir, &self.ctx, start, complete, |w| {
+                    walk_event(w, want_uid, None, &mut seen)
+                })?
         else {
             return Ok(None);
         };
-        match verdict {
-            Verdict::Keep => {
-                self.input.emit(buf, start, len, Some(out));
-                out.push(b'\n');
-                self.events += 1;
-            }
-            Verdict::Excluded => {
+        match self.decide(verdict, &seen) {
+            Action::Keep => self.keep(buf, start, len, out),
+            Action::Drop => {
                 self.input.emit(buf, start, len, None);
                 self.dropped += 1;
+            }
+            Action::Added => {
+                if let Some((s, e)) = seen.type_span {
+                    self.input.edits.replace_quoted(s, e, "ADDED");
+                }
+                self.keep(buf, start, len, out);
+            }
+            Action::Deleted => {
+                // Walked again with excludes off: the object as the client last sees it.
+                self.input.emit(buf, start, len, None);
+                let mut ignored = Seen::default();
+                let walked = self
+                    .input
+                    .walk(buf, self.rules, self.dir, &self.ctx, start, true, |w| {
+                        walk_event(w, false, Some("DELETED"), &mut ignored)
+                    })?;
+                match walked {
+                    Some((_, len)) => self.keep(buf, start, len, out),
+                    None => self.input.emit(buf, start, len, None),
+                }
             }
         }
         Ok(Some(start + len))
     }
+
+    fn keep(&mut self, buf: &[u8], start: usize, len: usize, out: &mut Vec<u8>) {
+        self.input.emit(buf, start, len, Some(out));
+        out.push(b'\n');
+        self.events += 1;
+    }
+
+    /// What to send for an event, and the hidden set after it.
+    fn decide(&mut self, verdict: Verdict, seen: &Seen) -> Action {
+        let ty = seen.ty.as_deref();
+        match (verdict, &seen.uid) {
+            (Verdict::Excluded, None) => Action::Drop,
+            (Verdict::Excluded, Some(uid)) => match ty {
+                Some("DELETED") => {
+                    self.hidden.remove(uid);
+                    Action::Drop
+                }
+                // The client has it: it goes away now.
+                Some("MODIFIED") if self.hidden.insert(uid.clone()) => Action::Deleted,
+                Some("ADDED" | "MODIFIED") => {
+                    self.hidden.insert(uid.clone());
+                    Action::Drop
+                }
+                _ => Action::Drop,
+            },
+            (Verdict::Keep, Some(uid)) if self.hidden.remove(uid) => match ty {
+                Some("MODIFIED") => Action::Added,
+                // Deleted while hidden, or already announced: the client does not have it.
+                Some("DELETED") => Action::Drop,
+                _ => Action::Keep,
+            },
+            (Verdict::Keep, _) => Action::Keep,
+        }
+    }
 }
 
-/// One `{"type":..,"object":..}` event; an excluded object drops the event.
-fn walk_event(w: &mut Walker<'_, '_>) -> Result<Verdict> {
+/// What [`WatchRewriter`] does with one event.
+enum Action {
+    Keep,
+    Drop,
+    /// Send it as `ADDED` (the object stopped being hidden).
+    Added,
+    /// Send it as `DELETED` with the object restored (the object became hidden).
+    Deleted,
+}
+
+/// What walking an event found out.
+#[derive(Default)]
+struct Seen {
+    /// The event type.
+    ty: Option<String>,
+    /// The span of the type string.
+    type_span: Option<(usize, usize)>,
+    /// The object's `metadata.uid`, when asked for or when the object is hidden.
+    uid: Option<String>,
+}
+
+/// One `{"type":..,"object":..}` event; an excluded object drops the event. With `force`, the
+/// type is replaced and excludes do not apply.
+fn walk_event(
+    w: &mut Walker<'_, '_>,
+    want_uid: bool,
+    force: Option<&str>,
+    seen: &mut Seen,
+) -> Result<Verdict> {
     w.sc.begin_object()?;
     let mut first = true;
     let mut verdict = Verdict::Keep;
     while let Some(k) = w.sc.next_key(&mut first)? {
         if k.text == "object" {
+            let at = w.sc.clone();
             verdict = w.object(&Hint {
                 kind: None,
                 api_version: None,
-                top: true,
+                top: force.is_none(),
             })?;
+            if want_uid || verdict == Verdict::Excluded {
+                seen.uid = uid(at)?;
+            }
+        } else if k.text == "type" {
+            if let Some(s) = w.sc.string_or_skip()? {
+                if let Some(t) = force {
+                    w.edits.replace_quoted(s.start, s.end, t);
+                }
+                seen.type_span = Some((s.start, s.end));
+                seen.ty = Some(s.text.into_owned());
+            }
         } else {
             w.sc.skip_value()?;
         }
     }
     Ok(verdict)
+}
+
+/// `metadata.uid` of the object at the scanner's position (already validated by the walk).
+fn uid(mut sc: Scanner<'_>) -> Result<Option<String>> {
+    if sc.peek()? != b'{' {
+        return Ok(None);
+    }
+    sc.begin_object()?;
+    let mut first = true;
+    while let Some(k) = sc.next_key(&mut first)? {
+        if k.text != "metadata" || sc.peek()? != b'{' {
+            sc.skip_value()?;
+            continue;
+        }
+        sc.begin_object()?;
+        let mut first = true;
+        while let Some(k) = sc.next_key(&mut first)? {
+            if k.text == "uid" {
+                return Ok(sc.string_or_skip()?.map(|s| s.text.into_owned()));
+            }
+            sc.skip_value()?;
+        }
+        return Ok(None);
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::Source;
+
+    fn rules() -> Rules {
+        let text = "excludes:\n  - kinds: [ConfigMap]\n    matchLabels: {hide: \"yes\"}\n";
+        Rules::parse(&[Source { name: "x", text }]).unwrap()
+    }
+
+    fn ev(ty: &str, uid: &str, rv: u32, hidden: bool) -> String {
+        let labels = if hidden { r#","labels":{"hide":"yes"}"# } else { "" };
+        format!(
+            r#"{{"type":"{ty}","object":{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"c{uid}","uid":"{uid}","resourceVersion":"{rv}"{labels}}}}}}}"#
+        )
+    }
+
+    /// Feeds `events` one piece each; the (type, uid, resourceVersion) of what comes out.
+    fn run(w: &mut WatchRewriter<'_>, events: &[String]) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for e in events {
+            w.feed(format!("{e}\n").as_bytes(), &mut out).unwrap();
+        }
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let m = &v["object"]["metadata"];
+                (
+                    v["type"].as_str().unwrap().to_owned(),
+                    m["uid"].as_str().unwrap().to_owned(),
+                    m["resourceVersion"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn t(ty: &str, uid: &str, rv: &str) -> (String, String, String) {
+        (ty.into(), uid.into(), rv.into())
+    }
+
+    #[test]
+    fn objects_that_become_hidden_are_deleted_and_come_back_as_added() {
+        let rules = rules();
+        let mut w = WatchRewriter::new(&rules, Direction::Restore, Context::default());
+        let got = run(
+            &mut w,
+            &[
+                ev("ADDED", "a", 1, false),
+                ev("ADDED", "b", 2, true),    // hidden from the start: never sent
+                ev("MODIFIED", "a", 3, true), // becomes hidden
+                ev("MODIFIED", "a", 4, true), // stays hidden
+                ev("MODIFIED", "b", 5, true),
+            ],
+        );
+        assert_eq!(got, [t("ADDED", "a", "1"), t("DELETED", "a", "3")]);
+        assert_eq!(w.hidden(), 2);
+        let got = run(
+            &mut w,
+            &[
+                ev("MODIFIED", "a", 6, false), // visible again
+                ev("MODIFIED", "a", 7, false),
+                ev("DELETED", "b", 8, true), // its own DELETED while hidden
+                ev("MODIFIED", "a", 9, true),
+                ev("DELETED", "a", 10, true),
+            ],
+        );
+        assert_eq!(
+            got,
+            [
+                t("ADDED", "a", "6"),
+                t("MODIFIED", "a", "7"),
+                t("DELETED", "a", "9")
+            ]
+        );
+        assert_eq!(w.hidden(), 0, "deleted objects are forgotten");
+        assert_eq!(w.counts(), (5, 5));
+    }
+
+    #[test]
+    fn the_deleted_event_carries_the_restored_object() {
+        let text = "excludes:\n  - kinds: [InternalVirtualizationVirtualMachine]\n    matchLabels: {hide: \"yes\"}\n";
+        let mut rules = Rules::builtin_kubevirt();
+        rules
+            .excludes
+            .extend(Rules::parse(&[Source { name: "x", text }]).unwrap().excludes);
+        let vm = |ty: &str, label: &str| {
+            format!(
+                r#"{{"type":"{ty}","object":{{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachine","metadata":{{"name":"v","uid":"u","labels":{{"kubevirt.internal.virtualization.deckhouse.io/x":"1"{label}}}}}}}}}"#
+            )
+        };
+        let mut w = WatchRewriter::new(&rules, Direction::Restore, Context::default());
+        let mut out = Vec::new();
+        for e in [vm("ADDED", ""), vm("MODIFIED", r#","hide":"yes""#)] {
+            w.feed(e.as_bytes(), &mut out).unwrap();
+        }
+        w.finish(&mut out).unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["type"], "DELETED");
+        let o = &lines[1]["object"];
+        assert_eq!(o["apiVersion"], "kubevirt.io/v1");
+        assert_eq!(o["kind"], "VirtualMachine");
+        assert_eq!(o["metadata"]["labels"]["kubevirt.io/x"], "1");
+    }
 }
