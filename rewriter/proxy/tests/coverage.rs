@@ -1,0 +1,167 @@
+//! Rewrite coverage against the real local kube-apiserver (scripts/control-plane.sh): paths
+//! with encoded slashes are routed as kube-apiserver splits them, and excludes hold in watches
+//! as objects become hidden and visible again.
+//!
+//! One control plane and one proxy for the whole file; the cases run in order.
+
+use kube_api_rewriter_testkit::*;
+use serde_json::Value;
+
+const INTERNAL: &str = "internal.virtualization.deckhouse.io";
+
+/// `(HTTP code, body)` of a GET.
+fn get(url: &str, extra: &[&str]) -> (String, String) {
+    let mut args = vec!["-sS", "-w", "\n%{http_code}"];
+    args.extend_from_slice(extra);
+    args.push(url);
+    let out = ok(&curl(&args));
+    let (body, code) = out.rsplit_once('\n').expect("code line");
+    (code.to_owned(), body.to_owned())
+}
+
+fn vm_yaml(name: &str) -> String {
+    format!(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  running: false\n  template:\n    spec:\n      domain:\n        devices: {{}}\n        resources: {{requests: {{memory: 64Mi}}}}\n"
+    )
+}
+
+/// The (type, resourceVersion) of each event of a watch that the server ends after a second.
+fn events(body: &str) -> Vec<(String, String)> {
+    body.lines()
+        .map(|l| {
+            let v = parse_json(l);
+            (
+                v["type"].as_str().unwrap_or("").to_owned(),
+                v["object"]["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn coverage_against_kube_apiserver() {
+    let cp = ControlPlane::up();
+    let dir = cp.dir.clone();
+    // The built-in rules plus an exclude of labelled ConfigMaps.
+    let rules = std::fs::read_to_string(workspace().join("rules/kubevirt.yaml")).expect("rules");
+    assert!(rules.contains("\nexcludes: []\n"));
+    let rules = rules.replace(
+        "\nexcludes: []\n",
+        "\nexcludes:\n  - kinds: [ConfigMap]\n    matchLabels: {hide: \"yes\"}\n",
+    );
+    let rules_path = dir.join("rules-with-excludes.yaml");
+    std::fs::write(&rules_path, rules).expect("write rules");
+    let p = ProxyProc::start(
+        &dir,
+        &[
+            ("KUBECONFIG", cp.kubeconfig()),
+            ("RULES_PATH", rules_path.to_str().expect("utf-8")),
+        ],
+    );
+    let direct = cp.get("KUBE_APISERVER_URL").to_owned();
+    let ca = cp.get("KUBE_CA_FILE").to_owned();
+    let admin = format!("Authorization: Bearer {}", cp.get("ADMIN_TOKEN"));
+    let auth = ["--cacert", ca.as_str(), "-H", admin.as_str()];
+
+    let encoded_paths = || {
+        p.apply_vm_crd();
+        let crd = "virtualmachines.kubevirt.io";
+        assert_eq!(wait_crd_established(&p, crd), None);
+        p.wait_until(std::time::Duration::from_secs(20), |p| {
+            p.kubectl(&["get", "vm"]).status.success()
+        });
+        let o = kubectl_in(
+            p.kubeconfig.to_str().expect("utf-8"),
+            &["apply", "-f", "-"],
+            &vm_yaml("enc"),
+        );
+        ok(&o);
+        let vms = "internalvirtualizationvirtualmachines";
+        // (position, through the proxy with original names, straight to kube-apiserver)
+        let cases = [
+            (
+                "group",
+                "/apis/kubevirt.io%2Fv1/namespaces/default/virtualmachines",
+                format!("/apis/{INTERNAL}%2Fv1/namespaces/default/{vms}"),
+            ),
+            (
+                "version",
+                "/apis/kubevirt.io/v1%2Fnamespaces/default/virtualmachines/enc",
+                format!("/apis/{INTERNAL}/v1%2Fnamespaces/default/{vms}/enc"),
+            ),
+            (
+                "namespace",
+                "/apis/kubevirt.io/v1/namespaces/default%2Fvirtualmachines/enc",
+                format!("/apis/{INTERNAL}/v1/namespaces/default%2F{vms}/enc"),
+            ),
+            (
+                "resource",
+                "/apis/kubevirt.io/v1/namespaces/default/virtualmachines%2Fenc",
+                format!("/apis/{INTERNAL}/v1/namespaces/default/{vms}%2Fenc"),
+            ),
+            (
+                "name",
+                "/apis/kubevirt.io/v1/namespaces/default/virtualmachines/enc%2Fstatus",
+                format!("/apis/{INTERNAL}/v1/namespaces/default/{vms}/enc%2Fstatus"),
+            ),
+        ];
+        for (what, through, straight) in cases {
+            let (code, body) = get(&p.url(through), &[]);
+            let (dcode, dbody) = get(&format!("{direct}{straight}"), &auth);
+            assert_eq!(code, dcode, "{what}: {body}\ndirect: {dbody}");
+            assert_eq!(code, "200", "{what}: {body}");
+            let v = parse_json(&body);
+            let kind = v["kind"].as_str().unwrap_or("");
+            assert!(
+                kind == "VirtualMachine" || kind == "VirtualMachineList",
+                "{what}: {body}"
+            );
+            assert!(!body.contains(INTERNAL), "{what}: {body}");
+            assert!(body.contains("\"enc\""), "{what}: {body}");
+        }
+    };
+
+    let watch_excludes = || {
+        ok(&p.kubectl(&["create", "configmap", "wx", "--from-literal=a=b"]));
+        let list = parse_json(&get(&p.url("/api/v1/namespaces/default/configmaps"), &[]).1);
+        let rv0 = list["metadata"]["resourceVersion"]
+            .as_str()
+            .expect("rv")
+            .to_owned();
+        // Hidden, changed while hidden, visible again, deleted.
+        ok(&cp.kubectl(&["label", "configmap", "wx", "hide=yes"]));
+        ok(&cp.kubectl(&["label", "configmap", "wx", "more=1"]));
+        ok(&cp.kubectl(&["label", "configmap", "wx", "hide-"]));
+        ok(&cp.kubectl(&["delete", "configmap", "wx"]));
+        let q = format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&fieldSelector=metadata.name%3Dwx&resourceVersion={rv0}&timeoutSeconds=1"
+        );
+        let upstream = events(&get(&format!("{direct}{q}"), &auth).1);
+        let types: Vec<&str> = upstream.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(
+            types,
+            ["MODIFIED", "MODIFIED", "MODIFIED", "DELETED"],
+            "{upstream:?}"
+        );
+        let (code, body) = get(&p.url(&q), &[]);
+        assert_eq!(code, "200", "{body}");
+        let seen = events(&body);
+        let want = vec![
+            ("DELETED".to_owned(), upstream[0].1.clone()),
+            ("ADDED".to_owned(), upstream[2].1.clone()),
+            ("DELETED".to_owned(), upstream[3].1.clone()),
+        ];
+        assert_eq!(seen, want, "{body}");
+        // The DELETED for the hidden object carries it, as it was at that event.
+        let first: Value = parse_json(body.lines().next().expect("event"));
+        assert_eq!(first["object"]["metadata"]["labels"]["hide"], "yes", "{body}");
+    };
+
+    run_cases(&[
+        ("encoded_paths", &encoded_paths),
+        ("watch_excludes", &watch_excludes),
+    ]);
+}
