@@ -407,11 +407,20 @@ pub fn kind_of(rules: &Rules, group: &str, plural: &str) -> Option<String> {
     if group == crate::path::CRD_GROUP && plural == crate::path::CRD_RESOURCE {
         return Some("CustomResourceDefinition".to_owned());
     }
+    // Kinds with field locations, then the kinds excludes name (metadata-only lists and
+    // Tables carry no kind of their own).
     rules
         .kinds
         .iter()
         .filter(|k| k.api_groups.as_ref().is_none_or(|g| g.iter().any(|x| x == group)))
         .flat_map(|k| k.kinds.iter())
+        .chain(
+            rules
+                .excludes
+                .iter()
+                .filter(|e| e.api_groups.is_empty() || e.api_groups.iter().any(|x| x == group))
+                .flat_map(|e| e.kinds.iter()),
+        )
         .find(|k| guess_plural(k) == plural)
         .cloned()
 }

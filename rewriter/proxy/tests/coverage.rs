@@ -1,6 +1,6 @@
 //! Rewrite coverage against the real local kube-apiserver (scripts/control-plane.sh): paths
 //! with encoded slashes are routed as kube-apiserver splits them, and excludes hold in watches
-//! as objects become hidden and visible again.
+//! as objects become hidden and visible again, in metadata-only lists and watches and in Tables.
 //!
 //! One control plane and one proxy for the whole file; the cases run in order.
 
@@ -160,8 +160,58 @@ fn coverage_against_kube_apiserver() {
         assert_eq!(first["object"]["metadata"]["labels"]["hide"], "yes", "{body}");
     };
 
+    let metadata_and_tables = || {
+        ok(&cp.kubectl(&["create", "configmap", "m-shown"]));
+        ok(&cp.kubectl(&["create", "configmap", "m-hidden"]));
+        ok(&cp.kubectl(&["label", "configmap", "m-hidden", "hide=yes"]));
+        let cms = "/api/v1/namespaces/default/configmaps";
+        let meta = "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        let table = "Accept: application/json;as=Table;g=meta.k8s.io;v=v1";
+        let names = |v: &Value, at: &str, pointer: &str| -> Vec<String> {
+            v[at]
+                .as_array()
+                .unwrap_or_else(|| panic!("{v}"))
+                .iter()
+                .filter_map(|i| i.pointer(pointer).and_then(Value::as_str).map(str::to_owned))
+                .filter(|n| n.starts_with("m-"))
+                .collect()
+        };
+        // What kube-apiserver holds: both, in both views.
+        let up = parse_json(&get(&format!("{direct}{cms}"), &[&auth[..], &["-H", meta]].concat()).1);
+        assert_eq!(up["kind"], "PartialObjectMetadataList");
+        assert_eq!(names(&up, "items", "/metadata/name"), ["m-hidden", "m-shown"]);
+        let (code, body) = get(&p.url(cms), &["-H", meta]);
+        assert_eq!(code, "200", "{body}");
+        let v = parse_json(&body);
+        assert_eq!(v["kind"], "PartialObjectMetadataList", "{body}");
+        assert_eq!(names(&v, "items", "/metadata/name"), ["m-shown"], "{body}");
+        let (code, body) = get(&p.url(cms), &["-H", table]);
+        assert_eq!(code, "200", "{body}");
+        let v = parse_json(&body);
+        assert_eq!(v["kind"], "Table", "{body}");
+        assert_eq!(names(&v, "rows", "/object/metadata/name"), ["m-shown"], "{body}");
+        let up = parse_json(&get(&format!("{direct}{cms}"), &[&auth[..], &["-H", table]].concat()).1);
+        assert_eq!(
+            names(&up, "rows", "/object/metadata/name"),
+            ["m-hidden", "m-shown"]
+        );
+        // A metadata-only watch: the shown one becomes hidden.
+        let rv = v["metadata"]["resourceVersion"].as_str().expect("rv").to_owned();
+        ok(&cp.kubectl(&["label", "configmap", "m-shown", "hide=yes"]));
+        let q = format!(
+            "{cms}?watch=1&fieldSelector=metadata.name%3Dm-shown&resourceVersion={rv}&timeoutSeconds=1"
+        );
+        let watch_meta = "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        let (code, body) = get(&p.url(&q), &["-H", watch_meta]);
+        assert_eq!(code, "200", "{body}");
+        let seen: Vec<String> = events(&body).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(seen, ["DELETED"], "{body}");
+        assert!(body.contains("PartialObjectMetadata"), "{body}");
+    };
+
     run_cases(&[
         ("encoded_paths", &encoded_paths),
         ("watch_excludes", &watch_excludes),
+        ("metadata_and_tables", &metadata_and_tables),
     ]);
 }

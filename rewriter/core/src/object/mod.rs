@@ -188,6 +188,17 @@ impl<'r, 'a> Walker<'r, 'a> {
         }))
     }
 
+    /// The (group, kind) the server holds the request's resource as (for excludes).
+    fn request_kind(&self) -> Option<(String, String)> {
+        let (g, k) = self.kind_hint?;
+        Some(match self.rules.group(g) {
+            Some(grp) if grp.resource_by_kind(k).is_some() => {
+                (grp.renamed.clone(), format!("{}{k}", self.rules.kind_prefix))
+            }
+            _ => (g.to_owned(), k.to_owned()),
+        })
+    }
+
     /// True when the request is about CRDs (Tables then carry CRD names in their rows).
     fn crd_context(&self) -> bool {
         self.kind_hint
@@ -217,9 +228,18 @@ impl<'r, 'a> Walker<'r, 'a> {
                 }
             }
         };
-        if self.dir == Direction::Restore && hint.top && self.excluded(group, kind)? {
-            self.sc.skip_value()?;
-            return Ok(Verdict::Excluded);
+        if self.dir == Direction::Restore && hint.top {
+            // Metadata-only objects say nothing of their kind: the request's resource does.
+            let request = (group == "meta.k8s.io" && kind == "PartialObjectMetadata")
+                .then(|| self.request_kind())
+                .flatten();
+            let (eg, ek) = request
+                .as_ref()
+                .map_or((group, kind), |(g, k)| (g.as_str(), k.as_str()));
+            if self.excluded(eg, ek)? {
+                self.sc.skip_value()?;
+                return Ok(Verdict::Excluded);
+            }
         }
         match (og, ok) {
             ("", "Status") => self.dom(|me, v| status::restore(me.rules, me.dir, v))?,
@@ -231,6 +251,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             ("meta.k8s.io", "Table") if self.crd_context() => {
                 self.dom(|me, v| crd::table(me.rules, me.dir, v))?
             }
+            ("meta.k8s.io", "Table") if self.dir == Direction::Restore => self.table()?,
             (_, k) if k.ends_with("List") && self.head(true, false)?.has_items => {
                 let item_kind = kind.strip_suffix("List").unwrap_or(kind).to_owned();
                 let av = av.map(str::to_owned);
@@ -277,6 +298,55 @@ impl<'r, 'a> Walker<'r, 'a> {
             self.edits.replace_quoted(s.start, s.end, &n);
         }
         Ok(())
+    }
+
+    /// A Table: each row's object is rewritten, and rows whose object is hidden are dropped.
+    fn table(&mut self) -> Result<()> {
+        self.sc.begin_object()?;
+        let mut first = true;
+        while let Some(key) = self.sc.next_key(&mut first)? {
+            if key.text != "rows" || self.sc.peek()? != b'[' {
+                self.sc.skip_value()?;
+                continue;
+            }
+            self.sc.begin_array()?;
+            let mut first = true;
+            let mut spans: Vec<(usize, usize, bool)> = Vec::new();
+            while self.sc.next_elem(&mut first)? {
+                self.sc.ws();
+                let start = self.sc.pos();
+                let mark = self.edits.len();
+                let v = self.row()?;
+                if v == Verdict::Excluded {
+                    self.edits.truncate(mark);
+                }
+                spans.push((start, self.sc.pos(), v == Verdict::Excluded));
+            }
+            drop_elements(&mut self.edits, &spans);
+        }
+        Ok(())
+    }
+
+    /// One Table row: its `object` decides.
+    fn row(&mut self) -> Result<Verdict> {
+        if self.sc.peek()? != b'{' {
+            self.sc.skip_value()?;
+            return Ok(Verdict::Keep);
+        }
+        self.sc.begin_object()?;
+        let mut first = true;
+        let mut verdict = Verdict::Keep;
+        while let Some(key) = self.sc.next_key(&mut first)? {
+            if key.text == "object" {
+                verdict = self.object(&Hint {
+                    top: true,
+                    ..Hint::default()
+                })?;
+            } else {
+                self.sc.skip_value()?;
+            }
+        }
+        Ok(verdict)
     }
 
     /// Array elements dispatched as objects; dropped ones are cut out with their commas.
