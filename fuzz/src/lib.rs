@@ -310,13 +310,19 @@ pub fn patch(data: &[u8]) {
     let Some((&flags, body)) = data.split_first() else { return };
     let ty = [PatchType::Json, PatchType::Merge, PatchType::Strategic, PatchType::Apply][(flags & 3) as usize];
     let d = dir(flags & 4 != 0);
-    let (g, k) = match (flags >> 3) % 4 {
+    let (g, k) = match (flags >> 3) % 5 {
         0 => ("kubevirt.io", "VirtualMachine"),
         1 => ("", ""),
         2 => ("", "Pod"),
-        _ => ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+        3 => ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+        _ => ("apiextensions.k8s.io", "CustomResourceDefinition"),
     };
-    let plan = patch::plan_for(rules(), g, k);
+    let plan = if k == "CustomResourceDefinition" {
+        // A patch of one CRD the rules name (its spec, names and group renamed).
+        patch::plan_for_crd(rules(), "virtualmachines.kubevirt.io")
+    } else {
+        patch::plan_for(rules(), g, k)
+    };
     let r = patch::rewrite(rules(), d, ty, body, plan);
     let yaml = ty == PatchType::Apply && body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{');
     if !yaml {
@@ -349,6 +355,14 @@ pub fn rules_load(data: &[u8]) {
 /// to itself (idempotence through the pair is not required; only no panics).
 pub fn path_rewrite(data: &[u8]) {
     let Ok(p) = std::str::from_utf8(data) else { return };
+    // Encoded slashes are decoded to a fixed point, and routing never panics.
+    if let Some(decoded) = kube_api_rewriter::path::decode_route_slashes(p) {
+        assert_eq!(kube_api_rewriter::path::decode_route_slashes(&decoded), None, "{p:?}");
+    }
+    for m in ["GET", "PATCH"] {
+        let r = kube_api_rewriter::exchange::Route::new(rules(), kube_api_rewriter::exchange::ProxyMode::Api, m, p);
+        let _ = r.plan(rules());
+    }
     for d in [Direction::Rename, Direction::Restore] {
         if let Ok(out) = kube_api_rewriter::path::rewrite(rules(), d, p) {
             let _ = kube_api_rewriter::path::rewrite(rules(), d.reverse(), &out);
