@@ -278,7 +278,8 @@ pub fn context(sel: u8) -> Context {
         4 => ("apiextensions.k8s.io", "CustomResourceDefinition"),
         _ => ("admission.k8s.io", "AdmissionReview"),
     };
-    Context { group: Some(g.into()), kind: Some(k.into()) }
+    // Bit 6: a Table asked for with `includeObject=None` (row objects stripped).
+    Context { group: Some(g.into()), kind: Some(k.into()), strip_row_objects: sel & 0x40 != 0 }
 }
 
 /// byte 0: bit 0 direction, bits 1..: context; the rest is the document.
@@ -392,7 +393,7 @@ pub fn admission(data: &[u8]) {
     review.extend_from_slice(b64.as_bytes());
     review.extend_from_slice(br#""}}"#);
     let patch_is_json = serde_json::from_slice::<Vec<serde_json::Map<String, Value>>>(raw).is_ok();
-    let ctx = Context { group: Some("kubevirt.io".into()), kind: Some("VirtualMachine".into()) };
+    let ctx = Context { group: Some("kubevirt.io".into()), kind: Some("VirtualMachine".into()), ..Context::default() };
     for d in [dir(flags & 1 == 1), dir(flags & 1 == 0)] {
         let r = object::rewrite(rules(), d, &review, &ctx);
         match &r {

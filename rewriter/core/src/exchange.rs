@@ -176,12 +176,22 @@ impl Route {
         } else {
             BodyMode::Object
         };
+        // A Table without objects carries no labels for excludes to see: upstream is asked
+        // for metadata, which the response then loses.
+        let strip_row_objects =
+            rewrite && method == "GET" && parsed.query_param("includeObject").is_some_and(|v| v == "None");
+        let (upstream, changed) = if strip_row_objects {
+            (crate::path::set_include_object_metadata(&upstream), true)
+        } else {
+            (upstream, changed)
+        };
         let context = Context {
             group: f.group.clone(),
             kind: f
                 .resource
                 .as_deref()
                 .and_then(|r| kind_of(rules, f.group.as_deref().unwrap_or(""), r)),
+            strip_row_objects,
         };
         Route {
             mode,
@@ -395,6 +405,7 @@ fn webhook_context(rules: &Rules, w: &WebhookRule) -> Context {
     Context {
         group: Some(w.group.clone()),
         kind: rules.resource(&w.group, plural).map(|r| r.kind.clone()),
+        strip_row_objects: false,
     }
 }
 

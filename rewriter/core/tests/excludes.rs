@@ -128,3 +128,46 @@ fn table_rows_of_hidden_objects_are_dropped() {
     assert_eq!(v["rows"][0]["object"]["kind"], "VirtualMachine");
     assert_eq!(v["rows"][0]["object"]["metadata"]["labels"]["kubevirt.io/a"], "1");
 }
+
+/// `includeObject=None`: upstream is asked for metadata (so excludes see labels) and the rows'
+/// objects become `null`, as kube-apiserver sends them.
+#[test]
+fn tables_without_objects_are_filtered_from_metadata() {
+    let rules = rules();
+    let path = "/api/v1/namespaces/ns/configmaps?includeObject=None&limit=5";
+    let r = Route::new(&rules, ProxyMode::Api, "GET", path);
+    assert_eq!(
+        r.upstream_path,
+        "/api/v1/namespaces/ns/configmaps?includeObject=Metadata&limit=5"
+    );
+    let table = format!(
+        r#"{{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{{}},"rows":[{{"cells":["a"],"object":{}}},{{"object":{} , "cells":["b"]}},{{"object":{}}},{{"cells":["d"],"object":{},"x":1}}]}}"#,
+        meta("a", false),
+        meta("b", false),
+        meta("c", true),
+        meta("d", false)
+    );
+    let ResponseBody::Body(out) = r.response_body(&rules, table.as_bytes()).unwrap() else {
+        panic!("not found")
+    };
+    let v: Value =
+        serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out)));
+    assert_eq!(
+        v["rows"],
+        serde_json::json!([
+            {"cells": ["a"], "object": null},
+            {"object": null, "cells": ["b"]},
+            {"cells": ["d"], "object": null, "x": 1}
+        ]),
+        "{v}"
+    );
+    // Other includeObject values, and other verbs, are left alone.
+    for (m, p) in [
+        ("GET", "/api/v1/namespaces/ns/configmaps?includeObject=Object"),
+        ("DELETE", path),
+    ] {
+        let r = Route::new(&rules, ProxyMode::Api, m, p);
+        assert_eq!(r.upstream_path, p);
+        assert!(!r.context.strip_row_objects);
+    }
+}

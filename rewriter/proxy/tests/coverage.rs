@@ -195,6 +195,22 @@ fn coverage_against_kube_apiserver() {
             names(&up, "rows", "/object/metadata/name"),
             ["m-hidden", "m-shown"]
         );
+        // Without objects (includeObject=None) the rows still follow the excludes, and their
+        // objects are null, as kube-apiserver sends them.
+        let none = format!("{cms}?includeObject=None");
+        let cells = |v: &Value| -> Vec<String> {
+            let rows = v["rows"].as_array().unwrap_or_else(|| panic!("{v}"));
+            assert!(rows.iter().all(|r| r["object"].is_null()), "{v}");
+            rows.iter()
+                .filter_map(|r| r["cells"][0].as_str().map(str::to_owned))
+                .filter(|n| n.starts_with("m-"))
+                .collect()
+        };
+        let up = parse_json(&get(&format!("{direct}{none}"), &[&auth[..], &["-H", table]].concat()).1);
+        assert_eq!(cells(&up), ["m-hidden", "m-shown"]);
+        let (code, body) = get(&p.url(&none), &["-H", table]);
+        assert_eq!(code, "200", "{body}");
+        assert_eq!(cells(&parse_json(&body)), ["m-shown"], "{body}");
         // A metadata-only watch: the shown one becomes hidden.
         let rv = v["metadata"]["resourceVersion"].as_str().expect("rv").to_owned();
         ok(&cp.kubectl(&["label", "configmap", "m-shown", "hide=yes"]));

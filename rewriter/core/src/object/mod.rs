@@ -38,6 +38,9 @@ pub struct Context {
     pub group: Option<String>,
     /// The original kind the body is expected to hold (items of built-in lists carry none).
     pub kind: Option<String>,
+    /// Table rows' `object` becomes `null` (the client asked for `includeObject=None`; upstream
+    /// was asked for `Metadata` so that excludes can see the labels).
+    pub strip_row_objects: bool,
 }
 
 /// The result of rewriting one object.
@@ -62,6 +65,7 @@ impl<'a> Outcome<'a> {
 /// Rewrites one complete JSON document (an object, a list, a watch event) in direction `dir`.
 pub fn rewrite<'a>(rules: &Rules, dir: Direction, input: &'a [u8], ctx: &Context) -> Result<Outcome<'a>> {
     let mut w = Walker::new(rules, dir, input);
+    w.strip_row_objects = ctx.strip_row_objects;
     w.group_hint = ctx.group.as_deref();
     if let (Some(g), Some(k)) = (&ctx.group, &ctx.kind) {
         w.kind_hint = Some((g.as_str(), k.as_str()));
@@ -338,10 +342,18 @@ impl<'r, 'a> Walker<'r, 'a> {
         let mut verdict = Verdict::Keep;
         while let Some(key) = self.sc.next_key(&mut first)? {
             if key.text == "object" {
+                self.sc.ws();
+                let start = self.sc.pos();
+                let mark = self.edits.len();
                 verdict = self.object(&Hint {
                     top: true,
                     ..Hint::default()
                 })?;
+                if self.strip_row_objects {
+                    // As kube-apiserver answers `includeObject=None`.
+                    self.edits.truncate(mark);
+                    self.edits.replace_slice(start, self.sc.pos(), b"null");
+                }
             } else {
                 self.sc.skip_value()?;
             }

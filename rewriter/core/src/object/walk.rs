@@ -34,6 +34,8 @@ pub struct Walker<'r, 'a> {
     pub memo: Memo,
     /// Buffers reused from map to map (kept across the items of a stream).
     pub scratch: Scratch,
+    /// Table rows' `object` becomes `null` (see [`super::Context::strip_row_objects`]).
+    pub strip_row_objects: bool,
 }
 
 /// Buffers a walk reuses instead of allocating for each label or annotation map.
@@ -56,6 +58,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             crd: None,
             memo: Memo::default(),
             scratch: Scratch::default(),
+            strip_row_objects: false,
         }
     }
 

@@ -522,6 +522,33 @@ pub fn decode_route_slashes(path_and_query: &str) -> Option<String> {
     }
 }
 
+/// `path_and_query` with every `includeObject` query parameter set to `Metadata`.
+///
+/// ```
+/// use kube_api_rewriter::path::set_include_object_metadata;
+/// assert_eq!(
+///     set_include_object_metadata("/api/v1/pods?limit=1&includeObject=None"),
+///     "/api/v1/pods?limit=1&includeObject=Metadata"
+/// );
+/// ```
+pub fn set_include_object_metadata(path_and_query: &str) -> String {
+    let Some((path, q)) = path_and_query.split_once('?') else {
+        return path_and_query.to_owned();
+    };
+    let params: Vec<&str> = q
+        .split('&')
+        .map(|kv| {
+            let key = kv.split_once('=').map_or(kv, |(k, _)| k);
+            if query::decode_form(key).as_deref() == Some("includeObject") {
+                "includeObject=Metadata"
+            } else {
+                kv
+            }
+        })
+        .collect();
+    format!("{path}?{}", params.join("&"))
+}
+
 /// `raw` with `%2F`/`%2f` escapes turned into `/`; other escapes kept.
 fn decode_slashes(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());

@@ -145,6 +145,7 @@ impl Input {
         w.memo = std::mem::take(&mut self.memo);
         w.scratch = std::mem::take(&mut self.scratch);
         w.group_hint = ctx.group.as_deref();
+        w.strip_row_objects = ctx.strip_row_objects;
         if let (Some(g), Some(k)) = (&ctx.group, &ctx.kind) {
             w.kind_hint = Some((g.as_str(), k.as_str()));
         }
