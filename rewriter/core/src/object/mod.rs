@@ -18,6 +18,7 @@ mod leaf;
 pub mod memo;
 pub mod plan;
 mod status;
+mod table;
 pub mod walk;
 
 use std::borrow::Cow;
@@ -302,63 +303,6 @@ impl<'r, 'a> Walker<'r, 'a> {
             self.edits.replace_quoted(s.start, s.end, &n);
         }
         Ok(())
-    }
-
-    /// A Table: each row's object is rewritten, and rows whose object is hidden are dropped.
-    fn table(&mut self) -> Result<()> {
-        self.sc.begin_object()?;
-        let mut first = true;
-        while let Some(key) = self.sc.next_key(&mut first)? {
-            if key.text != "rows" || self.sc.peek()? != b'[' {
-                self.sc.skip_value()?;
-                continue;
-            }
-            self.sc.begin_array()?;
-            let mut first = true;
-            let mut spans: Vec<(usize, usize, bool)> = Vec::new();
-            while self.sc.next_elem(&mut first)? {
-                self.sc.ws();
-                let start = self.sc.pos();
-                let mark = self.edits.len();
-                let v = self.row()?;
-                if v == Verdict::Excluded {
-                    self.edits.truncate(mark);
-                }
-                spans.push((start, self.sc.pos(), v == Verdict::Excluded));
-            }
-            drop_elements(&mut self.edits, &spans);
-        }
-        Ok(())
-    }
-
-    /// One Table row: its `object` decides.
-    fn row(&mut self) -> Result<Verdict> {
-        if self.sc.peek()? != b'{' {
-            self.sc.skip_value()?;
-            return Ok(Verdict::Keep);
-        }
-        self.sc.begin_object()?;
-        let mut first = true;
-        let mut verdict = Verdict::Keep;
-        while let Some(key) = self.sc.next_key(&mut first)? {
-            if key.text == "object" {
-                self.sc.ws();
-                let start = self.sc.pos();
-                let mark = self.edits.len();
-                verdict = self.object(&Hint {
-                    top: true,
-                    ..Hint::default()
-                })?;
-                if self.strip_row_objects {
-                    // As kube-apiserver answers `includeObject=None`.
-                    self.edits.truncate(mark);
-                    self.edits.replace_slice(start, self.sc.pos(), b"null");
-                }
-            } else {
-                self.sc.skip_value()?;
-            }
-        }
-        Ok(verdict)
     }
 
     /// Array elements dispatched as objects; dropped ones are cut out with their commas.
