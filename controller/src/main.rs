@@ -1,0 +1,3 @@
+//! The `virtualization-controller` binary.
+
+fn main() {}
