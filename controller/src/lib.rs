@@ -3,6 +3,10 @@
 //! KubeVirt `kubevirt.io/v1` objects, through a `kube-api-rewriter` sidecar that renames
 //! KubeVirt's groups on the wire. The controller itself only knows KubeVirt's original names.
 
+pub mod conditions;
+pub mod health;
+pub mod kubevirt;
+pub mod reconcile;
 pub mod resources;
 
 /// Everything that can go wrong in the controller.

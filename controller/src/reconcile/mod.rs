@@ -1,0 +1,246 @@
+//! The two reconcilers ([`vm`], [`vmop`]), what they share (the [`Context`], the error policy,
+//! conflict retries, finalizer patches) and [`run`], which runs both controllers until a
+//! shutdown signal.
+
+pub mod vm;
+pub mod vmop;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use kube::api::Patch;
+use kube::runtime::controller::Action;
+use kube::{Client, Resource, ResourceExt as _};
+use serde_json::{Value, json};
+use tracing::warn;
+
+use crate::{Error, Result};
+
+/// How often a reconcile is retried at once when a write hits a 409 Conflict, re-reading the
+/// object each time, before the error goes to the error policy.
+pub const CONFLICT_RETRIES: usize = 5;
+
+/// What the reconcilers share.
+pub struct Context {
+    /// The client (through the rewriter sidecar).
+    pub client: Client,
+    /// Reconciles that returned an error.
+    pub errors: AtomicU64,
+    /// Set once both controllers' caches are filled.
+    pub ready: AtomicBool,
+}
+
+impl Context {
+    /// A context for `client`.
+    pub fn new(client: Client) -> Arc<Context> {
+        Arc::new(Context {
+            client,
+            errors: AtomicU64::new(0),
+            ready: AtomicBool::new(false),
+        })
+    }
+}
+
+/// Requeues a failed reconcile: at once-ish for a conflict, after a few seconds otherwise (the
+/// API may be restarting).
+pub fn error_policy<K: Resource<DynamicType = ()>>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.errors.fetch_add(1, Ordering::Relaxed);
+    warn!(
+        kind = %K::kind(&()),
+        namespace = obj.namespace().unwrap_or_default(),
+        name = %obj.name_any(),
+        error = %err,
+        "reconcile failed"
+    );
+    if is_conflict(err) {
+        Action::requeue(Duration::from_millis(500))
+    } else {
+        Action::requeue(Duration::from_secs(3))
+    }
+}
+
+/// A 409 Conflict (a write based on a stale `resourceVersion`) or a failed JSON patch `test`.
+pub fn is_conflict(err: &Error) -> bool {
+    match err {
+        Error::Kube(kube::Error::Api(s)) => s.is_conflict() || (s.code == 422 && s.message.contains("test")),
+        _ => false,
+    }
+}
+
+/// A 404.
+pub fn is_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(s) if s.is_not_found())
+}
+
+/// Runs `once` with the given object, and again with a freshly read one (`reread`) while it
+/// fails with a conflict, [`CONFLICT_RETRIES`] times at most.
+pub async fn retry_on_conflict<K, F, Fut, R, RFut>(first: Arc<K>, reread: R, once: F) -> Result<Action>
+where
+    F: Fn(Arc<K>) -> Fut,
+    Fut: Future<Output = Result<Action>>,
+    R: Fn() -> RFut,
+    RFut: Future<Output = Result<Option<K>>>,
+{
+    let mut obj = first;
+    let mut attempt = 0;
+    loop {
+        match once(obj).await {
+            Err(e) if is_conflict(&e) && attempt < CONFLICT_RETRIES => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "conflict, re-reading");
+                match reread().await? {
+                    Some(fresh) => obj = Arc::new(fresh),
+                    None => return Ok(Action::await_change()),
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
+/// A JSON patch from its JSON text.
+pub fn json_patch(ops: Value) -> Result<Patch<()>> {
+    Ok(Patch::Json(serde_json::from_value(ops)?))
+}
+
+/// The JSON patch adding `finalizer` to `finalizers` (`add` of the list when there is none).
+pub fn add_finalizer_patch(finalizers: &[String], finalizer: &str) -> Value {
+    if finalizers.is_empty() {
+        json!([{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}])
+    } else {
+        json!([{"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}])
+    }
+}
+
+/// The JSON patch removing `finalizer` from `finalizers`, guarded by a `test` of its position;
+/// `None` when it is not there.
+pub fn remove_finalizer_patch(finalizers: &[String], finalizer: &str) -> Option<Value> {
+    let i = finalizers.iter().position(|f| f == finalizer)?;
+    let path = format!("/metadata/finalizers/{i}");
+    Some(json!([
+        {"op": "test", "path": path, "value": finalizer},
+        {"op": "remove", "path": path},
+    ]))
+}
+
+/// Runs the VirtualMachine and VirtualMachineOperation controllers until SIGTERM or Ctrl+C, then
+/// lets running reconciles finish. Sets [`Context::ready`] once their caches are filled.
+pub async fn run(ctx: Arc<Context>) {
+    use futures::StreamExt as _;
+    use kube::api::{Api, DynamicObject};
+    use kube::runtime::reflector::ObjectRef;
+    use kube::runtime::{Controller, watcher};
+
+    use crate::kubevirt::{NAME_LABEL, vm_resource, vmi_resource};
+    use crate::resources::{OperationPhase, VirtualMachine, VirtualMachineOperation};
+
+    let client = ctx.client.clone();
+    let kvvms = || Api::<DynamicObject>::all_with(client.clone(), &vm_resource());
+    let vmis = || Api::<DynamicObject>::all_with(client.clone(), &vmi_resource());
+    // KubeVirt objects are selected by KubeVirt's own label key, so the sidecar rewrites the
+    // selector on the way up and the labels in the stream on the way back.
+    let labelled = watcher::Config::default().labels(NAME_LABEL);
+
+    let vm_of = |o: DynamicObject| {
+        let ns = o.namespace()?;
+        let name = o.labels().get(NAME_LABEL)?.clone();
+        Some(ObjectRef::<VirtualMachine>::new(&name).within(&ns))
+    };
+    let vms = Controller::new(
+        Api::<VirtualMachine>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .watches_with(kvvms(), vm_resource(), labelled.clone(), vm_of)
+    .watches_with(vmis(), vmi_resource(), labelled.clone(), vm_of)
+    .shutdown_on_signal();
+
+    let ops = Controller::new(
+        Api::<VirtualMachineOperation>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let op_store = ops.store();
+    let ops_of = move |o: DynamicObject| {
+        let ns = o.namespace();
+        let name = o.labels().get(NAME_LABEL).cloned();
+        op_store
+            .state()
+            .into_iter()
+            .filter(|op| {
+                op.namespace() == ns
+                    && Some(&op.spec.virtual_machine_name) == name.as_ref()
+                    && !matches!(
+                        op.status.as_ref().and_then(|s| s.phase),
+                        Some(OperationPhase::Completed | OperationPhase::Failed)
+                    )
+            })
+            .map(|op| ObjectRef::from(op.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let ops = ops
+        .watches_with(kvvms(), vm_resource(), labelled.clone(), ops_of.clone())
+        .watches_with(vmis(), vmi_resource(), labelled, ops_of)
+        .shutdown_on_signal();
+
+    let (vm_store, op_store) = (vms.store(), ops.store());
+    let ready = {
+        let ctx = ctx.clone();
+        async move {
+            let _ = vm_store.wait_until_ready().await;
+            let _ = op_store.wait_until_ready().await;
+            ctx.ready.store(true, Ordering::Relaxed);
+            tracing::info!("caches filled, ready");
+        }
+    };
+    let vms = vms
+        .run(vm::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
+    let ops = ops
+        .run(vmop::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
+    let ready = tokio::spawn(ready);
+    futures::future::join(vms, ops).await;
+    ready.abort();
+}
+
+/// Logs one result of a controller's stream.
+fn log_result<T: std::fmt::Debug>(
+    r: std::result::Result<T, kube::runtime::controller::Error<Error, kube::runtime::watcher::Error>>,
+) -> futures::future::Ready<()> {
+    match r {
+        Ok(obj) => tracing::debug!(?obj, "reconciled"),
+        // A failed reconcile was logged by the error policy.
+        Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+        Err(e) => warn!(error = %e, "controller"),
+    }
+    futures::future::ready(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalizer_patches() {
+        let f = "virtualization.deckhouse.io/vm-cleanup";
+        assert_eq!(
+            add_finalizer_patch(&[], f),
+            json!([{"op": "add", "path": "/metadata/finalizers", "value": [f]}])
+        );
+        let two = ["a".to_owned(), f.to_owned()];
+        assert_eq!(
+            add_finalizer_patch(&two[..1], f),
+            json!([{"op": "add", "path": "/metadata/finalizers/-", "value": f}])
+        );
+        assert_eq!(
+            remove_finalizer_patch(&two, f),
+            Some(json!([
+                {"op": "test", "path": "/metadata/finalizers/1", "value": f},
+                {"op": "remove", "path": "/metadata/finalizers/1"},
+            ]))
+        );
+        assert_eq!(remove_finalizer_patch(&two[..1], f), None);
+        assert!(json_patch(add_finalizer_patch(&[], f)).is_ok());
+    }
+}
