@@ -16,7 +16,8 @@ pub fn now() -> String {
 }
 
 /// A condition of `type_`, keeping the old `lastTransitionTime` from `old` when the status did
-/// not change.
+/// not change. `message` must not be empty: kube-apiserver 1.20 reads an empty string in a
+/// custom resource as `null` and rejects it for a `string` field.
 pub fn condition(
     old: &[Condition],
     type_: &str,
@@ -26,6 +27,8 @@ pub fn condition(
     generation: Option<i64>,
     now: &str,
 ) -> Condition {
+    let message = message.into();
+    debug_assert!(!message.is_empty(), "{type_}: empty message");
     let status = status_str(status);
     let last_transition_time = old
         .iter()
@@ -35,7 +38,7 @@ pub fn condition(
         type_: type_.to_owned(),
         status: status.to_owned(),
         reason: reason.to_owned(),
-        message: message.into(),
+        message,
         last_transition_time,
         observed_generation: generation,
     }
@@ -52,7 +55,7 @@ mod tests {
 
     #[test]
     fn transition_time_moves_with_the_status_only() {
-        let c1 = condition(&[], "Running", true, "A", "", Some(1), "t1");
+        let c1 = condition(&[], "Running", true, "A", "m", Some(1), "t1");
         assert_eq!(c1.last_transition_time, "t1");
         let c2 = condition(
             std::slice::from_ref(&c1),
@@ -67,7 +70,7 @@ mod tests {
             (c2.last_transition_time.as_str(), c2.reason.as_str()),
             ("t1", "B")
         );
-        let c3 = condition(&[c2], "Running", false, "C", "", Some(2), "t3");
+        let c3 = condition(&[c2], "Running", false, "C", "m3", Some(2), "t3");
         assert_eq!(
             (c3.last_transition_time.as_str(), c3.status.as_str()),
             ("t3", "False")

@@ -25,7 +25,8 @@ pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
 /// What a listener answers.
 #[derive(Clone, Copy, Debug)]
 pub enum Endpoints {
-    /// `/healthz` (always 200) and `/readyz` (200 once the caches are filled, else 503).
+    /// `/healthz` (always 200) and `/readyz` (200 once every watched resource could be listed,
+    /// else 503).
     Probes,
     /// `/metrics` (Prometheus text).
     Metrics,
@@ -49,7 +50,7 @@ pub fn respond(path: &str, endpoints: Endpoints, ctx: &Context) -> (&'static str
     match (endpoints, path) {
         (Endpoints::Probes, "/healthz") => ("200 OK", "ok\n".into()),
         (Endpoints::Probes, "/readyz") if ctx.ready.load(Ordering::Relaxed) => ("200 OK", "ok\n".into()),
-        (Endpoints::Probes, "/readyz") => ("503 Service Unavailable", "caches not filled\n".into()),
+        (Endpoints::Probes, "/readyz") => ("503 Service Unavailable", "not ready\n".into()),
         (Endpoints::Metrics, "/metrics") => (
             "200 OK",
             format!(

@@ -202,23 +202,25 @@ pub fn awaiting_restart(rendered_template_spec: &Value, instance_spec: &Value) -
 }
 
 /// A JSON patch of a KubeVirt VM's `/status` that appends `requests` to
-/// `status.stateChangeRequests`, as `virtctl start|stop|restart` do; `status` is the VM's
-/// current status.
-pub fn state_change_patch(status: Option<&Value>, requests: &[Value]) -> Value {
+/// `status.stateChangeRequests`, as `virtctl start|stop|restart` do. It applies only to the
+/// version of the VM it was made from (`resource_version`, `status`): a VM changed meanwhile
+/// fails the `test` and is read again, so neither side's status write is lost.
+pub fn state_change_patch(resource_version: &str, status: Option<&Value>, requests: &[Value]) -> Value {
+    let mut ops = vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})];
     match status {
         None | Some(Value::Null) => {
-            json!([{"op": "add", "path": "/status", "value": {"stateChangeRequests": requests}}])
+            ops.push(json!({"op": "add", "path": "/status", "value": {"stateChangeRequests": requests}}))
         }
         Some(s) => match s.get("stateChangeRequests") {
-            Some(Value::Array(a)) if !a.is_empty() => Value::Array(
+            Some(Value::Array(a)) if !a.is_empty() => ops.extend(
                 requests
                     .iter()
-                    .map(|r| json!({"op": "add", "path": "/status/stateChangeRequests/-", "value": r}))
-                    .collect(),
+                    .map(|r| json!({"op": "add", "path": "/status/stateChangeRequests/-", "value": r})),
             ),
-            _ => json!([{"op": "add", "path": "/status/stateChangeRequests", "value": requests}]),
+            _ => ops.push(json!({"op": "add", "path": "/status/stateChangeRequests", "value": requests})),
         },
     }
+    Value::Array(ops)
 }
 
 /// A Start request.
@@ -372,18 +374,20 @@ mod tests {
     #[test]
     fn state_change_patches() {
         let start = [start_request()];
+        let rv = json!({"op": "test", "path": "/metadata/resourceVersion", "value": "7"});
         assert_eq!(
-            state_change_patch(None, &start),
-            json!([{"op": "add", "path": "/status", "value": {"stateChangeRequests": [{"action": "Start"}]}}])
+            state_change_patch("7", None, &start),
+            json!([rv, {"op": "add", "path": "/status", "value": {"stateChangeRequests": [{"action": "Start"}]}}])
         );
         assert_eq!(
-            state_change_patch(Some(&json!({"printableStatus": "Stopped"})), &start),
-            json!([{"op": "add", "path": "/status/stateChangeRequests", "value": [{"action": "Start"}]}])
+            state_change_patch("7", Some(&json!({"printableStatus": "Stopped"})), &start),
+            json!([rv, {"op": "add", "path": "/status/stateChangeRequests", "value": [{"action": "Start"}]}])
         );
         let pending = json!({"stateChangeRequests": [{"action": "Stop"}]});
         assert_eq!(
-            state_change_patch(Some(&pending), &[stop_request(Some("u")), start_request()]),
+            state_change_patch("7", Some(&pending), &[stop_request(Some("u")), start_request()]),
             json!([
+                rv,
                 {"op": "add", "path": "/status/stateChangeRequests/-", "value": {"action": "Stop", "uid": "u"}},
                 {"op": "add", "path": "/status/stateChangeRequests/-", "value": {"action": "Start"}},
             ])

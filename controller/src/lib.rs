@@ -25,3 +25,9 @@ pub enum Error {
 
 /// The controller's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Installs ring as the process's TLS provider (the only one in the build), for a
+/// `KUBECONFIG` that points at an `https` server. Installing twice is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -32,8 +32,7 @@ async fn main() -> anyhow::Result<()> {
         .with_env_filter(EnvFilter::try_new(&args.log_level).context("--log-level")?)
         .with_current_span(true)
         .init();
-    // The only TLS provider of the build; used when KUBECONFIG points at an https server.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    virtualization_controller::install_crypto_provider();
 
     let health = health::listen_addr(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
     let metrics = health::listen_addr(&args.metrics_bind_address).map_err(anyhow::Error::msg)?;

@@ -223,7 +223,11 @@ pub struct VirtualMachineOperationStatus {
     pub conditions: Vec<Condition>,
     /// For a restart: the uid of the instance that was stopped (the restart is done when a
     /// different instance runs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "stoppedInstanceUID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub stopped_instance_uid: Option<String>,
 }
 

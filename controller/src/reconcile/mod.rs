@@ -28,7 +28,7 @@ pub struct Context {
     pub client: Client,
     /// Reconciles that returned an error.
     pub errors: AtomicU64,
-    /// Set once both controllers' caches are filled.
+    /// Set once every watched resource could be listed.
     pub ready: AtomicBool,
 }
 
@@ -54,19 +54,26 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(obj: Arc<K>, err: &Error, ctx
         error = %err,
         "reconcile failed"
     );
-    if is_conflict(err) {
+    if is_patch_conflict(err) {
         Action::requeue(Duration::from_millis(500))
     } else {
         Action::requeue(Duration::from_secs(3))
     }
 }
 
-/// A 409 Conflict (a write based on a stale `resourceVersion`) or a failed JSON patch `test`.
+/// A 409 Conflict: a write based on a stale `resourceVersion`.
 pub fn is_conflict(err: &Error) -> bool {
-    match err {
-        Error::Kube(kube::Error::Api(s)) => s.is_conflict() || (s.code == 422 && s.message.contains("test")),
-        _ => false,
-    }
+    matches!(err, Error::Kube(kube::Error::Api(s)) if s.is_conflict())
+}
+
+/// What kube-apiserver answers when a JSON patch does not apply to the object as it is now,
+/// a failed `test` included: 422 Invalid with this message and no details.
+const PATCH_NOT_APPLICABLE: &str = "the server rejected our request due to an error in our request";
+
+/// A conflict, or a JSON patch that no longer applies because the object changed.
+pub fn is_patch_conflict(err: &Error) -> bool {
+    is_conflict(err)
+        || matches!(err, Error::Kube(kube::Error::Api(s)) if s.code == 422 && s.message == PATCH_NOT_APPLICABLE)
 }
 
 /// A 404.
@@ -100,6 +107,38 @@ where
     }
 }
 
+/// Appends `requests` to the `status.stateChangeRequests` of KubeVirt VM `kvvm` (read through
+/// `kvvms`), by a JSON patch of `/status` guarded by its `resourceVersion`; on a conflict the VM
+/// is read again and the patch rebuilt, [`CONFLICT_RETRIES`] times at most.
+pub async fn send_requests(
+    kvvms: &kube::Api<kube::api::DynamicObject>,
+    kvvm: &kube::api::DynamicObject,
+    requests: &[Value],
+) -> Result<()> {
+    let name = kvvm.name_any();
+    let mut current = kvvm.clone();
+    let mut attempt = 0;
+    loop {
+        let rv = current.resource_version().unwrap_or_default();
+        let patch = crate::kubevirt::state_change_patch(&rv, current.data.get("status"), requests);
+        let sent = kvvms
+            .patch_status(&name, &kube::api::PatchParams::default(), &json_patch(patch)?)
+            .await
+            .map_err(Error::from);
+        match sent {
+            Ok(_) => {
+                tracing::info!(kubevirt_vm = %name, ?requests, "state change requested");
+                return Ok(());
+            }
+            Err(e) if is_patch_conflict(&e) && attempt < CONFLICT_RETRIES => {
+                attempt += 1;
+                current = kvvms.get(&name).await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// A JSON patch from its JSON text.
 pub fn json_patch(ops: Value) -> Result<Patch<()>> {
     Ok(Patch::Json(serde_json::from_value(ops)?))
@@ -126,7 +165,8 @@ pub fn remove_finalizer_patch(finalizers: &[String], finalizer: &str) -> Option<
 }
 
 /// Runs the VirtualMachine and VirtualMachineOperation controllers until SIGTERM or Ctrl+C, then
-/// lets running reconciles finish. Sets [`Context::ready`] once their caches are filled.
+/// lets running reconciles finish. Sets [`Context::ready`] once every resource they watch
+/// could be listed.
 pub async fn run(ctx: Arc<Context>) {
     use futures::StreamExt as _;
     use kube::api::{Api, DynamicObject};
@@ -183,14 +223,33 @@ pub async fn run(ctx: Arc<Context>) {
         .watches_with(vmis(), vmi_resource(), labelled, ops_of)
         .shutdown_on_signal();
 
-    let (vm_store, op_store) = (vms.store(), ops.store());
     let ready = {
         let ctx = ctx.clone();
+        let (a, b) = (
+            Api::<VirtualMachine>::all(client.clone()),
+            Api::<VirtualMachineOperation>::all(client.clone()),
+        );
+        let (c, d) = (kvvms(), vmis());
         async move {
-            let _ = vm_store.wait_until_ready().await;
-            let _ = op_store.wait_until_ready().await;
+            // Not `Store::wait_until_ready`: its oneshot keeps one waker, and the controller's
+            // own runner waits on it.
+            let lp = kube::api::ListParams::default().limit(1);
+            loop {
+                let listed = futures::future::try_join4(
+                    a.list_metadata(&lp),
+                    b.list_metadata(&lp),
+                    c.list_metadata(&lp),
+                    d.list_metadata(&lp),
+                )
+                .await;
+                match listed {
+                    Ok(_) => break,
+                    Err(e) => warn!(error = %e, "not ready"),
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
             ctx.ready.store(true, Ordering::Relaxed);
-            tracing::info!("caches filled, ready");
+            tracing::info!("every watched resource listed, ready");
         }
     };
     let vms = vms

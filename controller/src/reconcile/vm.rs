@@ -12,6 +12,7 @@ use tracing::{info, instrument};
 
 use super::{
     Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch, retry_on_conflict,
+    send_requests,
 };
 use crate::conditions::{condition, now};
 use crate::kubevirt;
@@ -53,16 +54,6 @@ impl KubeVirt {
             vms: Api::namespaced_with(ctx.client.clone(), ns, &kubevirt::vm_resource()),
             vmis: Api::namespaced_with(ctx.client.clone(), ns, &kubevirt::vmi_resource()),
         }
-    }
-
-    /// Appends `requests` to the KubeVirt VM's `status.stateChangeRequests`.
-    async fn request(&self, kvvm: &DynamicObject, requests: &[Value]) -> Result<()> {
-        let patch = kubevirt::state_change_patch(kvvm.data.get("status"), requests);
-        info!(name = %kvvm.name_any(), ?requests, "state change requested");
-        self.vms
-            .patch_status(&kvvm.name_any(), &PatchParams::default(), &json_patch(patch)?)
-            .await?;
-        Ok(())
     }
 }
 
@@ -115,7 +106,7 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
             let created = kv.vms.create(&PostParams::default(), &obj).await?;
             info!(run_strategy = %desired["spec"]["runStrategy"], "KubeVirt VM created");
             if vm.spec.run_policy == RunPolicy::AlwaysOnUnlessStoppedManually {
-                kv.request(&created, &[kubevirt::start_request()]).await?;
+                send_requests(&kv.vms, &created, &[kubevirt::start_request()]).await?;
             }
             created
         }
@@ -134,7 +125,7 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
                     && vm.spec.run_policy == RunPolicy::AlwaysOnUnlessStoppedManually
                     && vmi.is_none()
                 {
-                    kv.request(&replaced, &[kubevirt::start_request()]).await?;
+                    send_requests(&kv.vms, &replaced, &[kubevirt::start_request()]).await?;
                 }
                 replaced
             }
@@ -185,7 +176,7 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
             CONFIGURATION_APPLIED,
             true,
             "ConfigurationApplied",
-            "",
+            "the spec is applied",
             generation,
             &now,
         ));

@@ -10,7 +10,7 @@ use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 use tracing::{info, instrument};
 
-use super::{Context, json_patch};
+use super::{Context, send_requests};
 use crate::conditions::{condition, now};
 use crate::kubevirt;
 use crate::resources::{
@@ -102,7 +102,7 @@ pub fn decide(
                 _ => false,
             };
             if done {
-                Step::Finish(Completed, "OperationCompleted", String::new())
+                Step::Finish(Completed, "OperationCompleted", format!("{t:?} done"))
             } else {
                 Step::Wait(match t {
                     Start => "waiting for the VirtualMachine to run",
@@ -175,11 +175,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
             Ok(Action::await_change())
         }
         Step::Send(requests, stopped) => {
-            let patch = kubevirt::state_change_patch(kvvm.data.get("status"), &requests);
-            kvvms
-                .patch_status(vm_name, &PatchParams::default(), &json_patch(patch)?)
-                .await?;
-            info!(vm = %vm_name, ?requests, "state change requested");
+            send_requests(&kvvms, &kvvm, &requests).await?;
             write(
                 &ops,
                 &op,

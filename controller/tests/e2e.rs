@@ -1,0 +1,577 @@
+//! The virtualization-controller end to end, on the real local control plane (etcd +
+//! kube-apiserver v1.20): the `virtualization-controller` binary behind its own
+//! `kube-api-rewriter` sidecar, and the fake virt-controller (test double, see
+//! `fake_virt_controller/`) behind another. Users' objects are written with kubectl straight to
+//! kube-apiserver; what KubeVirt objects became is checked straight against kube-apiserver,
+//! where they exist only under `internal.virtualization.deckhouse.io` names.
+//!
+//! One control plane for the file; the cases run one after the other, each in its own
+//! namespace, and poll with deadlines.
+
+mod fake_virt_controller;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube_api_rewriter_testkit::*;
+use serde_json::{Value, json};
+
+const VM: &str = "virtualmachines.virtualization.deckhouse.io";
+const VMOP: &str = "virtualmachineoperations.virtualization.deckhouse.io";
+const UP_KVVM: &str = "internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io";
+const UP_VMI: &str = "internalvirtualizationvirtualmachineinstances.internal.virtualization.deckhouse.io";
+const UP_NAME_LABEL: &str = "vm.kubevirt.internal.virtualization.deckhouse.io/name";
+const UP_KV_FINALIZER: &str =
+    "kubevirt.internal.virtualization.deckhouse.io/virtualMachineControllerFinalize";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The controller binary as a child process; killed on drop.
+struct ControllerProc {
+    child: Child,
+    log: PathBuf,
+    health_port: u16,
+    metrics_port: u16,
+}
+
+impl ControllerProc {
+    fn start(dir: &std::path::Path, kubeconfig: &std::path::Path) -> ControllerProc {
+        let health_port = free_port();
+        let metrics_port = free_port();
+        let log = dir.join("controller.log");
+        let f = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_virtualization-controller"))
+            .env("KUBECONFIG", kubeconfig)
+            .env("HEALTH_PROBE_BIND_ADDRESS", format!("127.0.0.1:{health_port}"))
+            .env("METRICS_BIND_ADDRESS", format!("127.0.0.1:{metrics_port}"))
+            .env("LOG_LEVEL", "info,virtualization_controller=debug")
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().expect("dup"))
+            .stderr(f)
+            .spawn()
+            .expect("controller starts");
+        ControllerProc {
+            child,
+            log,
+            health_port,
+            metrics_port,
+        }
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn get(&self, port: u16, path: &str) -> String {
+        ok(&curl(&[
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("http://127.0.0.1:{port}{path}"),
+        ]))
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for ControllerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Env {
+    cp: ControlPlane,
+    /// The controller's sidecar.
+    #[allow(dead_code)]
+    sidecar: ProxyProc,
+    /// The fake virt-controller's sidecar.
+    kv_sidecar: ProxyProc,
+    ctl: std::sync::Mutex<ControllerProc>,
+    #[allow(dead_code)]
+    rt: tokio::runtime::Runtime,
+}
+
+impl Env {
+    fn logs(&self) -> String {
+        self.ctl.lock().map(|c| c.logs()).unwrap_or_default()
+    }
+
+    /// Polls `f` every 100 ms until it gives a value; panics after `limit` with the last
+    /// value seen and the controller's log.
+    fn wait<T: std::fmt::Debug>(&self, what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+        let t = Instant::now();
+        let mut last = String::new();
+        while t.elapsed() < WAIT {
+            match f() {
+                Ok(v) => return v,
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let logs = self.logs();
+        let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+        panic!(
+            "{what}: not within {WAIT:?}; last: {last}\ncontroller log (newest first):\n{}",
+            tail.join("\n")
+        );
+    }
+
+    /// An object straight from kube-apiserver, or `None` when it does not exist.
+    fn get(&self, resource: &str, ns: &str, name: &str) -> Option<Value> {
+        let o = self.cp.kubectl(&["get", resource, name, "-n", ns, "-o", "json"]);
+        if o.status.success() {
+            return Some(parse_json(&String::from_utf8_lossy(&o.stdout)));
+        }
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("NotFound"), "kubectl get {resource} {name}: {err}");
+        None
+    }
+
+    fn apply(&self, yaml: &str) {
+        ok(&kubectl_in(self.cp.kubeconfig(), &["apply", "-f", "-"], yaml));
+    }
+
+    fn patch(&self, resource: &str, ns: &str, name: &str, merge: Value) {
+        ok(&self.cp.kubectl(&[
+            "patch",
+            resource,
+            name,
+            "-n",
+            ns,
+            "--type",
+            "merge",
+            "-p",
+            &merge.to_string(),
+        ]));
+    }
+
+    fn namespace(&self, ns: &str) {
+        ok(&self.cp.kubectl(&["create", "namespace", ns]));
+    }
+
+    /// Waits until the VM's status satisfies `f` (given the status and the VM).
+    fn wait_vm(&self, ns: &str, name: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        self.wait(&format!("VM {ns}/{name}: {what}"), || {
+            let vm = self.get(VM, ns, name).ok_or_else(|| "no VM".to_owned())?;
+            if f(&vm) {
+                Ok(vm)
+            } else {
+                Err(vm["status"].to_string())
+            }
+        })
+    }
+
+    /// Waits until the operation is finished (Completed or Failed).
+    fn wait_op(&self, ns: &str, name: &str) -> Value {
+        self.wait(&format!("VMOP {ns}/{name} finished"), || {
+            let op = self.get(VMOP, ns, name).ok_or_else(|| "no VMOP".to_owned())?;
+            if op["status"]["phase"] == "Completed" || op["status"]["phase"] == "Failed" {
+                Ok(op)
+            } else {
+                Err(op["status"].to_string())
+            }
+        })
+    }
+
+    /// Creates an operation and waits until it is finished; returns it.
+    fn operation(&self, ns: &str, name: &str, t: &str, vm: &str) -> Value {
+        self.apply(&format!(
+            "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachineOperation\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{type: {t}, virtualMachineName: {vm}}}\n"
+        ));
+        self.wait_op(ns, name)
+    }
+
+    /// An operation that must complete.
+    fn completes(&self, ns: &str, name: &str, t: &str, vm: &str) -> Value {
+        let op = self.operation(ns, name, t, vm);
+        assert_eq!(op["status"]["phase"], "Completed", "{op}");
+        assert!(cond_is(&op, "Completed", "True"), "{op}");
+        op
+    }
+}
+
+fn vm_yaml(ns: &str, name: &str, run_policy: &str, memory: &str) -> String {
+    format!(
+        r#"apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachine
+metadata:
+  name: {name}
+  namespace: {ns}
+  labels: {{app: shop}}
+spec:
+  runPolicy: {run_policy}
+  cpu: {{cores: 1, coreFraction: "50%"}}
+  memory: {{size: {memory}}}
+  provisioning:
+    userData: |
+      #cloud-config
+      hostname: {name}
+  nodeSelector: {{disk: ssd}}
+  tolerations: [{{key: dedicated, operator: Exists, effect: NoSchedule}}]
+"#
+    )
+}
+
+/// A condition of a VM or VMOP: (status, reason, message).
+fn cond(obj: &Value, type_: &str) -> Option<(String, String, String)> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+            (s("status"), s("reason"), s("message"))
+        })
+}
+
+fn cond_is(obj: &Value, type_: &str, status: &str) -> bool {
+    cond(obj, type_).is_some_and(|c| c.0 == status)
+}
+
+fn phase_is(vm: &Value, phase: &str) -> bool {
+    vm["status"]["phase"] == phase && vm["status"]["observedGeneration"] == vm["metadata"]["generation"]
+}
+
+/// Running and applied, in the current generation.
+fn running(vm: &Value) -> bool {
+    phase_is(vm, "Running")
+        && cond_is(vm, "Running", "True")
+        && cond_is(vm, "ConfigurationApplied", "True")
+        && vm["status"]["nodeName"] == fake_virt_controller::NODE
+}
+
+fn stopped(vm: &Value) -> bool {
+    phase_is(vm, "Stopped") && cond_is(vm, "Running", "False") && vm["status"].get("nodeName").is_none()
+}
+
+#[test]
+fn controller_end_to_end() {
+    let t = Instant::now();
+    let cp = ControlPlane::up();
+    // KubeVirt's CRDs go in through a rewriter, so kube-apiserver stores them renamed.
+    let kv_sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
+    kv_sidecar.apply_vm_crd();
+    let vmi_crd = crd_fixtures().join("original-k8s-1.20/virtualmachineinstances.yaml");
+    ok(&kv_sidecar.kubectl(&["apply", "-f", vmi_crd.to_str().expect("utf-8")]));
+    for crd in [
+        "virtualmachines.kubevirt.io",
+        "virtualmachineinstances.kubevirt.io",
+    ] {
+        if let Some(err) = wait_crd_established(&kv_sidecar, crd) {
+            panic!("{crd}: {err}");
+        }
+    }
+    // Ours are not renamed: straight to kube-apiserver, as a cluster admin would.
+    let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    ok(&cp.kubectl(&["apply", "-f", crds.to_str().expect("utf-8")]));
+    let sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
+    for crd in [VM, VMOP] {
+        if let Some(err) = wait_crd_established(&sidecar, crd) {
+            panic!("{crd}: {err}");
+        }
+    }
+    let ctl = ControllerProc::start(&cp.dir, &sidecar.kubeconfig);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    virtualization_controller::install_crypto_provider();
+    let kv_client = {
+        let url = format!("http://127.0.0.1:{}", kv_sidecar.port)
+            .parse()
+            .expect("url");
+        let _guard = rt.enter();
+        kube::Client::try_from(kube::Config::new(url)).expect("client")
+    };
+    rt.spawn(fake_virt_controller::run(kv_client));
+    let env = Env {
+        cp,
+        sidecar,
+        kv_sidecar,
+        ctl: std::sync::Mutex::new(ctl),
+        rt,
+    };
+    env.wait("controller /readyz 200", || {
+        let mut c = env.ctl.lock().expect("lock");
+        if !c.alive() {
+            panic!("controller exited:\n{}", c.logs());
+        }
+        let code = c.get(c.health_port, "/readyz");
+        if code == "200" { Ok(()) } else { Err(code) }
+    });
+    eprintln!("--- set up in {:?}", t.elapsed());
+
+    run_cases(&[
+        ("probes", &|| probes(&env)),
+        ("lifecycle", &|| lifecycle(&env)),
+        ("run_policy", &|| run_policy(&env)),
+        ("operations", &|| operations(&env)),
+        ("spec_change", &|| spec_change(&env)),
+    ]);
+    eprintln!("--- all cases in {:?}", t.elapsed());
+}
+
+fn probes(env: &Env) {
+    let c = env.ctl.lock().expect("lock");
+    assert_eq!(c.get(c.health_port, "/healthz"), "200");
+    assert_eq!(c.get(c.health_port, "/readyz"), "200");
+    assert_eq!(c.get(c.health_port, "/nothing"), "404");
+    assert_eq!(c.get(c.metrics_port, "/metrics"), "200");
+}
+
+/// Create, look upstream, delete.
+fn lifecycle(env: &Env) {
+    let ns = "life";
+    env.namespace(ns);
+    // The default runPolicy, AlwaysOnUnlessStoppedManually: Manual, and a Start on creation.
+    let yaml = vm_yaml(ns, "web", "AlwaysOnUnlessStoppedManually", "256Mi")
+        .replace("  runPolicy: AlwaysOnUnlessStoppedManually\n", "");
+    env.apply(&yaml);
+    let vm = env.wait_vm(ns, "web", "Running", running);
+    assert!(
+        vm["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.contains(&json!("virtualization.deckhouse.io/vm-cleanup"))),
+        "{vm}"
+    );
+    let uid = vm["metadata"]["uid"].clone();
+
+    // Upstream: the KubeVirt VM exists only under the renamed group, with renamed labels and
+    // finalizer, and the controller ownerReference to the VM.
+    let up = env.get(UP_KVVM, ns, "web").expect("KubeVirt VM upstream");
+    assert_eq!(
+        up["apiVersion"], "internal.virtualization.deckhouse.io/v1",
+        "{up}"
+    );
+    assert_eq!(up["kind"], "InternalVirtualizationVirtualMachine", "{up}");
+    let labels = &up["metadata"]["labels"];
+    assert_eq!(labels[UP_NAME_LABEL], "web", "{up}");
+    assert_eq!(labels["app"], "shop", "{up}");
+    assert!(labels.get("vm.kubevirt.io/name").is_none(), "{up}");
+    // (The template's labels are stored as written: the built-in rules do not rename
+    // `spec.template.metadata` of a KubeVirt VM. The instance made from them is renamed.)
+    let fins = up["metadata"]["finalizers"].to_string();
+    assert!(
+        fins.contains(UP_KV_FINALIZER) && !fins.contains("\"kubevirt.io/"),
+        "{up}"
+    );
+    let owner = &up["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        owner["apiVersion"], "virtualization.deckhouse.io/v1alpha2",
+        "{up}"
+    );
+    assert_eq!(owner["kind"], "VirtualMachine", "{up}");
+    assert_eq!(owner["uid"], uid, "{up}");
+    assert_eq!(owner["controller"], true, "{up}");
+    assert_eq!(up["spec"]["runStrategy"], "Manual", "{up}");
+    let t = &up["spec"]["template"]["spec"];
+    assert_eq!(t["domain"]["cpu"]["cores"], 1, "{up}");
+    assert_eq!(t["domain"]["memory"]["guest"], "256Mi", "{up}");
+    assert_eq!(t["domain"]["resources"]["requests"]["cpu"], "500m", "{up}");
+    assert!(
+        t["volumes"][0]["cloudInitNoCloud"]["userData"]
+            .as_str()
+            .is_some_and(|u| u.contains("hostname: web")),
+        "{up}"
+    );
+    assert_eq!(t["nodeSelector"]["disk"], "ssd", "{up}");
+    assert_eq!(t["tolerations"][0]["key"], "dedicated", "{up}");
+    // The instance: renamed labels, and its ownerReference to the KubeVirt VM renamed too.
+    let vmi = env.get(UP_VMI, ns, "web").expect("instance upstream");
+    assert_eq!(
+        vmi["kind"], "InternalVirtualizationVirtualMachineInstance",
+        "{vmi}"
+    );
+    assert_eq!(vmi["metadata"]["labels"][UP_NAME_LABEL], "web", "{vmi}");
+    let owner = &vmi["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        owner["apiVersion"], "internal.virtualization.deckhouse.io/v1",
+        "{vmi}"
+    );
+    assert_eq!(owner["kind"], "InternalVirtualizationVirtualMachine", "{vmi}");
+    assert_eq!(owner["uid"], up["metadata"]["uid"], "{vmi}");
+    // Nothing upstream under KubeVirt's own names.
+    fails(&env.cp.kubectl(&["get", "crd", "virtualmachines.kubevirt.io"]));
+    fails(&env.cp.kubectl(&["get", "virtualmachines.kubevirt.io", "-n", ns]));
+    // Through the rewriter, KubeVirt's names.
+    let through = parse_json(&ok(&env.kv_sidecar.kubectl(&[
+        "get",
+        "virtualmachines.kubevirt.io",
+        "web",
+        "-n",
+        ns,
+        "-o",
+        "json",
+    ])));
+    assert_eq!(
+        through["metadata"]["labels"]["vm.kubevirt.io/name"], "web",
+        "{through}"
+    );
+    // Printer columns.
+    let table = ok(&env.cp.kubectl(&["get", VM, "web", "-n", ns]));
+    let mut lines = table.lines();
+    let head: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(head, ["NAME", "PHASE", "NODE", "AGE"], "{table}");
+    let row: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(
+        row[..3],
+        ["web", "Running", fake_virt_controller::NODE],
+        "{table}"
+    );
+
+    // Deletion waits for the KubeVirt VM and its instance. An extra finalizer on the instance
+    // holds it (and so the KubeVirt VM, whose fake virt-controller waits for it).
+    ok(&env.cp.kubectl(&[
+        "patch",
+        UP_VMI,
+        "web",
+        "-n",
+        ns,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/finalizers","value":["test.example/hold"]}]"#,
+    ]));
+    ok(&env.cp.kubectl(&["delete", VM, "web", "-n", ns, "--wait=false"]));
+    env.wait("instance and KubeVirt VM deleting", || {
+        let vmi = env.get(UP_VMI, ns, "web").ok_or("no instance")?;
+        let kvvm = env.get(UP_KVVM, ns, "web").ok_or("no KubeVirt VM")?;
+        if vmi["metadata"]["deletionTimestamp"].is_string()
+            && kvvm["metadata"]["deletionTimestamp"].is_string()
+        {
+            Ok(())
+        } else {
+            Err("not deleting yet".to_owned())
+        }
+    });
+    let vm = env.wait_vm(ns, "web", "Terminating", |vm| {
+        vm["status"]["phase"] == "Terminating"
+    });
+    assert!(
+        vm["metadata"]["finalizers"].to_string().contains("vm-cleanup"),
+        "{vm}"
+    );
+    ok(&env.cp.kubectl(&[
+        "patch",
+        UP_VMI,
+        "web",
+        "-n",
+        ns,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]));
+    env.wait("VM, KubeVirt VM and instance gone", || {
+        for r in [VM, UP_KVVM, UP_VMI] {
+            if env.get(r, ns, "web").is_some() {
+                return Err(format!("{r} still there"));
+            }
+        }
+        Ok(())
+    });
+}
+
+/// runPolicy changes start and stop the VM.
+fn run_policy(env: &Env) {
+    let ns = "policy";
+    env.namespace(ns);
+    env.apply(&vm_yaml(ns, "p", "AlwaysOff", "256Mi"));
+    env.wait_vm(ns, "p", "Stopped", stopped);
+    let strategy = || env.get(UP_KVVM, ns, "p").expect("KubeVirt VM")["spec"]["runStrategy"].clone();
+    assert_eq!(strategy(), "Halted");
+    assert!(env.get(UP_VMI, ns, "p").is_none());
+    for (policy, strategy_want, want_running) in [
+        ("AlwaysOn", "Always", true),
+        ("Manual", "Manual", true),
+        ("AlwaysOff", "Halted", false),
+        ("AlwaysOnUnlessStoppedManually", "Manual", true),
+    ] {
+        env.patch(VM, ns, "p", json!({"spec": {"runPolicy": policy}}));
+        if want_running {
+            env.wait_vm(ns, "p", &format!("{policy}: Running"), running);
+        } else {
+            env.wait_vm(ns, "p", &format!("{policy}: Stopped"), stopped);
+        }
+        assert_eq!(strategy(), strategy_want, "{policy}");
+        assert_eq!(env.get(UP_VMI, ns, "p").is_some(), want_running, "{policy}");
+    }
+}
+
+/// VirtualMachineOperations start, stop and restart.
+fn operations(env: &Env) {
+    let ns = "ops";
+    env.namespace(ns);
+    env.apply(&vm_yaml(ns, "o", "Manual", "256Mi"));
+    // Manual: created stopped.
+    env.wait_vm(ns, "o", "Stopped", stopped);
+    let op = env.completes(ns, "start-1", "Start", "o");
+    assert!(cond_is(&op, "Completed", "True"), "{op}");
+    env.wait_vm(ns, "o", "Running", running);
+    env.completes(ns, "stop-1", "Stop", "o");
+    env.wait_vm(ns, "o", "Stopped", stopped);
+    assert!(env.get(UP_VMI, ns, "o").is_none());
+    env.completes(ns, "start-2", "Start", "o");
+    env.wait_vm(ns, "o", "Running", running);
+    let before = env.get(UP_VMI, ns, "o").expect("instance")["metadata"]["uid"].clone();
+    let op = env.completes(ns, "restart-1", "Restart", "o");
+    assert_eq!(op["status"]["stoppedInstanceUID"], before, "{op}");
+    env.wait_vm(ns, "o", "Running", running);
+    let after = env.get(UP_VMI, ns, "o").expect("instance")["metadata"]["uid"].clone();
+    assert_ne!(before, after, "a restart makes a new instance");
+}
+
+/// A spec change is applied at once to a stopped VM and awaits a restart on a running one.
+fn spec_change(env: &Env) {
+    let ns = "change";
+    env.namespace(ns);
+    env.apply(&vm_yaml(ns, "c", "Manual", "256Mi"));
+    env.wait_vm(ns, "c", "Stopped", stopped);
+    env.patch(VM, ns, "c", json!({"spec": {"cpu": {"cores": 2}}}));
+    let vm = env.wait_vm(ns, "c", "Stopped, applied", |vm| {
+        stopped(vm) && cond_is(vm, "ConfigurationApplied", "True")
+    });
+    assert!(cond(&vm, "AwaitingRestartToApplyConfiguration").is_none(), "{vm}");
+    let up = env.get(UP_KVVM, ns, "c").expect("KubeVirt VM");
+    assert_eq!(
+        up["spec"]["template"]["spec"]["domain"]["cpu"]["cores"], 2,
+        "{up}"
+    );
+
+    env.completes(ns, "start", "Start", "c");
+    env.wait_vm(ns, "c", "Running", running);
+    env.patch(
+        VM,
+        ns,
+        "c",
+        json!({"spec": {"memory": {"size": "512Mi"}}, "metadata": {"labels": {"tier": "gold"}}}),
+    );
+    let vm = env.wait_vm(ns, "c", "awaiting restart", |vm| {
+        phase_is(vm, "Running") && cond_is(vm, "AwaitingRestartToApplyConfiguration", "True")
+    });
+    let (_, reason, message) = cond(&vm, "ConfigurationApplied").expect("ConfigurationApplied");
+    assert_eq!(reason, "RestartAwaitingChanges", "{vm}");
+    assert!(message.contains("domain"), "{vm}");
+    assert!(cond_is(&vm, "ConfigurationApplied", "False"), "{vm}");
+    let up = env.get(UP_KVVM, ns, "c").expect("KubeVirt VM");
+    assert_eq!(
+        up["spec"]["template"]["spec"]["domain"]["memory"]["guest"], "512Mi",
+        "{up}"
+    );
+    assert_eq!(up["metadata"]["labels"]["tier"], "gold", "{up}");
+    let vmi = env.get(UP_VMI, ns, "c").expect("instance");
+    assert_eq!(vmi["spec"]["domain"]["memory"]["guest"], "256Mi", "{vmi}");
+
+    env.completes(ns, "restart", "Restart", "c");
+    let vm = env.wait_vm(ns, "c", "restarted, applied", running);
+    assert!(cond(&vm, "AwaitingRestartToApplyConfiguration").is_none(), "{vm}");
+    let vmi = env.get(UP_VMI, ns, "c").expect("instance");
+    assert_eq!(vmi["spec"]["domain"]["memory"]["guest"], "512Mi", "{vmi}");
+}
