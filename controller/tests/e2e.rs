@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use kube_api_rewriter_testkit::*;
 use serde_json::{Value, json};
+use virtualization_controller::reconcile::{Context, vm};
+use virtualization_controller::resources::VirtualMachine;
 
 const VM: &str = "virtualmachines.virtualization.deckhouse.io";
 const VMOP: &str = "virtualmachineoperations.virtualization.deckhouse.io";
@@ -24,7 +26,7 @@ const UP_VMI: &str = "internalvirtualizationvirtualmachineinstances.internal.vir
 const UP_NAME_LABEL: &str = "vm.kubevirt.internal.virtualization.deckhouse.io/name";
 const UP_KV_FINALIZER: &str =
     "kubevirt.internal.virtualization.deckhouse.io/virtualMachineControllerFinalize";
-const WAIT: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(60);
 
 /// The controller binary as a child process; killed on drop.
 struct ControllerProc {
@@ -88,12 +90,10 @@ impl Drop for ControllerProc {
 struct Env {
     cp: ControlPlane,
     /// The controller's sidecar.
-    #[allow(dead_code)]
     sidecar: ProxyProc,
     /// The fake virt-controller's sidecar.
     kv_sidecar: ProxyProc,
     ctl: std::sync::Mutex<ControllerProc>,
-    #[allow(dead_code)]
     rt: tokio::runtime::Runtime,
 }
 
@@ -314,6 +314,13 @@ fn controller_end_to_end() {
         ("run_policy", &|| run_policy(&env)),
         ("operations", &|| operations(&env)),
         ("spec_change", &|| spec_change(&env)),
+        ("invalid_spec", &|| invalid_spec(&env)),
+        ("hand_edit", &|| hand_edit(&env)),
+        ("bad_operations", &|| bad_operations(&env)),
+        ("conflict", &|| conflict(&env)),
+        ("apiserver_restart", &|| apiserver_restart(&env)),
+        // Last: stops the controller.
+        ("sigterm", &|| sigterm(&env)),
     ]);
     eprintln!("--- all cases in {:?}", t.elapsed());
 }
@@ -574,4 +581,192 @@ fn spec_change(env: &Env) {
     assert!(cond(&vm, "AwaitingRestartToApplyConfiguration").is_none(), "{vm}");
     let vmi = env.get(UP_VMI, ns, "c").expect("instance");
     assert_eq!(vmi["spec"]["domain"]["memory"]["guest"], "512Mi", "{vmi}");
+}
+
+/// An invalid spec gets a condition naming the problem, not a crash loop; fixed, it goes on.
+fn invalid_spec(env: &Env) {
+    let ns = "bad";
+    env.namespace(ns);
+    env.apply(&vm_yaml(ns, "mem", "AlwaysOn", "lots"));
+    env.apply(&vm_yaml(ns, "frac", "AlwaysOn", "256Mi").replace("50%", "150%"));
+    for (name, field) in [("mem", "spec.memory.size"), ("frac", "spec.cpu.coreFraction")] {
+        let vm = env.wait_vm(ns, name, "InvalidSpec", |vm| {
+            cond(vm, "ConfigurationApplied").is_some_and(|c| c.0 == "False" && c.1 == "InvalidSpec")
+                && vm["status"]["observedGeneration"] == vm["metadata"]["generation"]
+        });
+        let (_, _, message) = cond(&vm, "ConfigurationApplied").expect("condition");
+        assert!(message.contains(field), "{vm}");
+        assert_eq!(vm["status"]["phase"], "Pending", "{vm}");
+        assert!(
+            env.get(UP_KVVM, ns, name).is_none(),
+            "nothing rendered from an invalid spec"
+        );
+    }
+    assert!(env.ctl.lock().expect("lock").alive(), "controller exited");
+    env.patch(VM, ns, "mem", json!({"spec": {"memory": {"size": "256Mi"}}}));
+    env.wait_vm(ns, "mem", "Running once fixed", running);
+}
+
+/// A KubeVirt VM edited by hand upstream is put back.
+fn hand_edit(env: &Env) {
+    let ns = "hand";
+    env.namespace(ns);
+    env.apply(&vm_yaml(ns, "h", "AlwaysOff", "256Mi"));
+    env.wait_vm(ns, "h", "Stopped", stopped);
+    env.patch(
+        UP_KVVM,
+        ns,
+        "h",
+        json!({
+            "metadata": {"labels": {UP_NAME_LABEL: "other"}},
+            "spec": {"runStrategy": "Always", "template": {"spec": {"domain": {"cpu": {"cores": 8}}}}},
+        }),
+    );
+    env.wait("KubeVirt VM put back", || {
+        let up = env.get(UP_KVVM, ns, "h").ok_or("no KubeVirt VM")?;
+        let back = up["metadata"]["labels"][UP_NAME_LABEL] == "h"
+            && up["spec"]["runStrategy"] == "Halted"
+            && up["spec"]["template"]["spec"]["domain"]["cpu"]["cores"] == 1;
+        if back { Ok(()) } else { Err(up["spec"].to_string()) }
+    });
+    env.wait("no instance", || match env.get(UP_VMI, ns, "h") {
+        None => Ok(()),
+        Some(_) => Err("instance still there".to_owned()),
+    });
+    env.wait_vm(ns, "h", "Stopped", stopped);
+}
+
+/// Operations that cannot be done fail with a condition saying why.
+fn bad_operations(env: &Env) {
+    let ns = "nop";
+    env.namespace(ns);
+    let op = env.operation(ns, "ghost-start", "Start", "ghost");
+    assert_eq!(op["status"]["phase"], "Failed", "{op}");
+    let (status, reason, message) = cond(&op, "Completed").expect("Completed");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "VirtualMachineNotFound"),
+        "{op}"
+    );
+    assert!(message.contains("ghost"), "{op}");
+
+    env.apply(&vm_yaml(ns, "always-on", "AlwaysOn", "256Mi"));
+    env.wait_vm(ns, "always-on", "Running", running);
+    let op = env.operation(ns, "stop-always-on", "Stop", "always-on");
+    assert_eq!(op["status"]["phase"], "Failed", "{op}");
+    assert_eq!(
+        cond(&op, "Completed").expect("Completed").1,
+        "NotAllowedByRunPolicy",
+        "{op}"
+    );
+    env.wait_vm(ns, "always-on", "still Running", running);
+}
+
+/// A status write from a stale copy of a VM gets a 409 Conflict; the reconcile reads the VM
+/// again and succeeds.
+fn conflict(env: &Env) {
+    let ns = "conflict";
+    env.namespace(ns);
+    env.apply(&vm_yaml(ns, "x", "AlwaysOff", "256Mi"));
+    env.wait_vm(ns, "x", "Stopped", stopped);
+    env.rt.block_on(async {
+        let url = format!("http://127.0.0.1:{}", env.sidecar.port)
+            .parse()
+            .expect("url");
+        let client = kube::Client::try_from(kube::Config::new(url)).expect("client");
+        let api: kube::Api<VirtualMachine> = kube::Api::namespaced(client.clone(), ns);
+        let mut stale = api.get("x").await.expect("get VM");
+        // Someone else writes the VM: the copy is stale now.
+        tokio::task::block_in_place(|| {
+            ok(&env.cp.kubectl(&["annotate", VM, "x", "-n", ns, "touched=yes"]));
+        });
+        // A copy whose status differs from what the reconcile computes, so it writes.
+        stale.status = None;
+        let direct = api
+            .replace_status("x", &Default::default(), &stale)
+            .await
+            .expect_err("a write from the stale copy conflicts");
+        assert!(
+            matches!(&direct, kube::Error::Api(s) if s.code == 409),
+            "{direct}"
+        );
+        let action = vm::reconcile(std::sync::Arc::new(stale), Context::new(client))
+            .await
+            .unwrap_or_else(|e| panic!("reconcile from a stale copy: {e}"));
+        eprintln!("reconcile from a stale copy: {action:?}");
+    });
+    env.wait_vm(ns, "x", "Stopped", stopped);
+}
+
+/// kube-apiserver restarts under the controller and both sidecars; none of them restarts and
+/// changes made afterwards are reconciled.
+fn apiserver_restart(env: &Env) {
+    let ns = "restart";
+    env.namespace(ns);
+    env.apply(&vm_yaml(ns, "r", "AlwaysOff", "256Mi"));
+    env.wait_vm(ns, "r", "Stopped", stopped);
+    ok(&env.cp.script("restart-apiserver"));
+    env.wait("kube-apiserver back", || {
+        let o = env.cp.kubectl(&["get", VM, "r", "-n", ns]);
+        if o.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&o.stderr).into_owned())
+        }
+    });
+    env.patch(VM, ns, "r", json!({"spec": {"runPolicy": "Manual"}}));
+    env.completes(ns, "start", "Start", "r");
+    env.wait_vm(ns, "r", "Running after the restart", running);
+    env.patch(VM, ns, "r", json!({"spec": {"runPolicy": "AlwaysOff"}}));
+    env.wait_vm(ns, "r", "Stopped after the restart", stopped);
+    assert!(env.ctl.lock().expect("lock").alive(), "controller exited");
+    for p in [&env.sidecar, &env.kv_sidecar] {
+        assert_eq!(
+            ok(&curl(&[
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &p.mon("/healthz")
+            ])),
+            "200",
+            "a sidecar stopped"
+        );
+    }
+}
+
+/// SIGTERM stops the controller cleanly; its log is JSON and holds no credentials.
+fn sigterm(env: &Env) {
+    let mut c = env.ctl.lock().expect("lock");
+    let pid = c.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let t = Instant::now();
+    let code = loop {
+        if let Ok(Some(st)) = c.child.try_wait() {
+            break st.code();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no exit after SIGTERM:\n{}",
+            c.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, Some(0), "{}", c.logs());
+    let logs = c.logs();
+    for line in logs.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["level"].is_string(), "{line}");
+    }
+    assert!(logs.contains("\"stopped\""), "{logs}");
+    for secret in ["Bearer", "admintoken", "Authorization"] {
+        assert!(!logs.contains(secret), "{secret} in the log");
+    }
 }

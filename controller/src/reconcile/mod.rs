@@ -183,17 +183,38 @@ pub async fn run(ctx: Arc<Context>) {
     // selector on the way up and the labels in the stream on the way back.
     let labelled = watcher::Config::default().labels(NAME_LABEL);
 
+    // A KubeVirt object maps to the VM its name label names and to the VM that controls it (a
+    // label edited by hand still finds its VM).
     let vm_of = |o: DynamicObject| {
         let ns = o.namespace()?;
-        let name = o.labels().get(NAME_LABEL)?.clone();
-        Some(ObjectRef::<VirtualMachine>::new(&name).within(&ns))
+        let mut refs: Vec<ObjectRef<VirtualMachine>> = Vec::new();
+        let owner = o
+            .owner_references()
+            .iter()
+            .find(|r| {
+                r.controller == Some(true)
+                    && r.kind == "VirtualMachine"
+                    && r.api_version == format!("{}/{}", crate::resources::GROUP, crate::resources::VERSION)
+            })
+            .map(|r| r.name.clone());
+        for name in [o.labels().get(NAME_LABEL).cloned(), owner].into_iter().flatten() {
+            let r = ObjectRef::new(&name).within(&ns);
+            if !refs.contains(&r) {
+                refs.push(r);
+            }
+        }
+        Some(refs)
     };
     let vms = Controller::new(
         Api::<VirtualMachine>::all(client.clone()),
         watcher::Config::default(),
     )
-    .watches_with(kvvms(), vm_resource(), labelled.clone(), vm_of)
-    .watches_with(vmis(), vmi_resource(), labelled.clone(), vm_of)
+    .watches_with(kvvms(), vm_resource(), labelled.clone(), move |o| {
+        vm_of(o).into_iter().flatten()
+    })
+    .watches_with(vmis(), vmi_resource(), labelled.clone(), move |o| {
+        vm_of(o).into_iter().flatten()
+    })
     .shutdown_on_signal();
 
     let ops = Controller::new(
