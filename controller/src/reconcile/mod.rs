@@ -139,6 +139,43 @@ pub async fn send_requests(
     }
 }
 
+/// The retry pace of the controllers' watches after an error: 500 ms, doubling up to 5 s, back
+/// to 500 ms after an event arrives. kube-runtime's default goes up to 30 s, which after a
+/// kube-apiserver restart of a few seconds leaves the controller idle for up to 13 s more.
+#[derive(Debug, Clone)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    /// The first delay.
+    pub const MIN: Duration = Duration::from_millis(500);
+    /// The longest delay.
+    pub const MAX: Duration = Duration::from_secs(5);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff { next: Self::MIN }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let d = self.next;
+        self.next = (d * 2).min(Self::MAX);
+        Some(d)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::MIN;
+    }
+}
+
 /// A JSON patch from its JSON text.
 pub fn json_patch(ops: Value) -> Result<Patch<()>> {
     Ok(Patch::Json(serde_json::from_value(ops)?))
@@ -215,6 +252,7 @@ pub async fn run(ctx: Arc<Context>) {
     .watches_with(vmis(), vmi_resource(), labelled.clone(), move |o| {
         vm_of(o).into_iter().flatten()
     })
+    .trigger_backoff(WatchBackoff::default())
     .shutdown_on_signal();
 
     let ops = Controller::new(
@@ -242,6 +280,7 @@ pub async fn run(ctx: Arc<Context>) {
     let ops = ops
         .watches_with(kvvms(), vm_resource(), labelled.clone(), ops_of.clone())
         .watches_with(vmis(), vmi_resource(), labelled, ops_of)
+        .trigger_backoff(WatchBackoff::default())
         .shutdown_on_signal();
 
     let ready = {
@@ -292,6 +331,10 @@ fn log_result<T: std::fmt::Debug>(
         Ok(obj) => tracing::debug!(?obj, "reconciled"),
         // A failed reconcile was logged by the error policy.
         Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+        // A KubeVirt object naming a VM that does not exist (a label edited by hand).
+        Err(e @ kube::runtime::controller::Error::ObjectNotFound(..)) => {
+            tracing::debug!(error = %e, "controller")
+        }
         Err(e) => warn!(error = %e, "controller"),
     }
     futures::future::ready(())
@@ -322,5 +365,15 @@ mod tests {
         );
         assert_eq!(remove_finalizer_patch(&two[..1], f), None);
         assert!(json_patch(add_finalizer_patch(&[], f)).is_ok());
+    }
+
+    #[test]
+    fn watch_backoff_doubles_to_its_cap_and_resets() {
+        use kube::runtime::utils::Backoff as _;
+        let mut b = WatchBackoff::default();
+        let ms: Vec<u128> = b.by_ref().take(6).map(|d| d.as_millis()).collect();
+        assert_eq!(ms, [500, 1000, 2000, 4000, 5000, 5000]);
+        b.reset();
+        assert_eq!(b.next(), Some(WatchBackoff::MIN));
     }
 }

@@ -22,6 +22,7 @@ use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 use virtualization_controller::kubevirt::{vm_resource, vmi_resource};
+use virtualization_controller::reconcile::WatchBackoff;
 
 /// KubeVirt's finalizer on VMs.
 pub const FINALIZER: &str = "kubevirt.io/virtualMachineControllerFinalize";
@@ -38,6 +39,7 @@ pub async fn run(client: Client) {
     let vmis = Api::<DynamicObject>::all_with(client.clone(), &vmi_resource());
     Controller::new_with(vms, watcher::Config::default(), vm_resource())
         .owns_with(vmis, vmi_resource(), watcher::Config::default())
+        .trigger_backoff(WatchBackoff::default())
         .run(
             reconcile,
             |_, _, _| Action::requeue(Duration::from_millis(300)),
