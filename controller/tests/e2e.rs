@@ -616,22 +616,33 @@ fn hand_edit(env: &Env) {
     env.namespace(ns);
     env.apply(&vm_yaml(ns, "h", "AlwaysOff", "256Mi"));
     env.wait_vm(ns, "h", "Stopped", stopped);
+    // The spec, then a label: each is put back on its own.
+    let put_back = |what: &str| {
+        env.wait(
+            &format!("KubeVirt VM put back after a hand edit of {what}"),
+            || {
+                let up = env.get(UP_KVVM, ns, "h").ok_or("no KubeVirt VM")?;
+                let back = up["metadata"]["labels"][UP_NAME_LABEL] == "h"
+                    && up["spec"]["runStrategy"] == "Halted"
+                    && up["spec"]["template"]["spec"]["domain"]["cpu"]["cores"] == 1;
+                if back { Ok(()) } else { Err(up.to_string()) }
+            },
+        )
+    };
     env.patch(
         UP_KVVM,
         ns,
         "h",
-        json!({
-            "metadata": {"labels": {UP_NAME_LABEL: "other"}},
-            "spec": {"runStrategy": "Always", "template": {"spec": {"domain": {"cpu": {"cores": 8}}}}},
-        }),
+        json!({"spec": {"runStrategy": "Always", "template": {"spec": {"domain": {"cpu": {"cores": 8}}}}}}),
     );
-    env.wait("KubeVirt VM put back", || {
-        let up = env.get(UP_KVVM, ns, "h").ok_or("no KubeVirt VM")?;
-        let back = up["metadata"]["labels"][UP_NAME_LABEL] == "h"
-            && up["spec"]["runStrategy"] == "Halted"
-            && up["spec"]["template"]["spec"]["domain"]["cpu"]["cores"] == 1;
-        if back { Ok(()) } else { Err(up["spec"].to_string()) }
-    });
+    put_back("the spec");
+    env.patch(
+        UP_KVVM,
+        ns,
+        "h",
+        json!({"metadata": {"labels": {UP_NAME_LABEL: "other"}}}),
+    );
+    put_back("a label");
     env.wait("no instance", || match env.get(UP_VMI, ns, "h") {
         None => Ok(()),
         Some(_) => Err("instance still there".to_owned()),
