@@ -103,4 +103,27 @@ mod tests {
         );
         assert!(listen_addr("nowhere").is_err());
     }
+
+    #[tokio::test]
+    async fn probes_follow_readiness_and_metrics_count_errors() {
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().expect("url")))
+            .expect("client");
+        let ctx = Context::new(client);
+        assert_eq!(respond("/healthz", Endpoints::Probes, &ctx).0, "200 OK");
+        assert_eq!(
+            respond("/readyz", Endpoints::Probes, &ctx).0,
+            "503 Service Unavailable"
+        );
+        ctx.ready.store(true, Ordering::Relaxed);
+        assert_eq!(respond("/readyz", Endpoints::Probes, &ctx).0, "200 OK");
+        assert_eq!(respond("/metrics", Endpoints::Probes, &ctx).0, "404 Not Found");
+        ctx.errors.store(3, Ordering::Relaxed);
+        let (status, body) = respond("/metrics", Endpoints::Metrics, &ctx);
+        assert_eq!(status, "200 OK");
+        assert!(
+            body.contains("virtualization_controller_reconcile_errors_total 3\n"),
+            "{body}"
+        );
+        assert_eq!(respond("/healthz", Endpoints::Metrics, &ctx).0, "404 Not Found");
+    }
 }

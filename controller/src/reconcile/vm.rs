@@ -120,8 +120,8 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
                 let was = existing.data["spec"]["runStrategy"].clone();
                 let replaced = kv.vms.replace(&name, &PostParams::default(), &updated).await?;
                 info!(was = %was, "KubeVirt VM updated");
-                let now_manual = desired["spec"]["runStrategy"] != was;
-                if now_manual
+                let strategy_changed = desired["spec"]["runStrategy"] != was;
+                if strategy_changed
                     && vm.spec.run_policy == RunPolicy::AlwaysOnUnlessStoppedManually
                     && vmi.is_none()
                 {
