@@ -46,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
     let mut config = kube::Config::infer().await.context("kubeconfig")?;
     // kube retries 503s itself, backing off up to ~10 s between tries; while kube-apiserver
     // restarts that idles the watches long after it is back. The watches' own backoff
-    // (`WatchBackoff`, at most 5 s) and the error policy retry instead.
+    // (`WatchBackoff`, at most 2 s) and the error policy retry instead.
     config.default_retry = false;
     tracing::info!(server = %config.cluster_url, "starting");
     let client = kube::Client::try_from(config).context("kube client")?;

@@ -26,7 +26,9 @@ const UP_VMI: &str = "internalvirtualizationvirtualmachineinstances.internal.vir
 const UP_NAME_LABEL: &str = "vm.kubevirt.internal.virtualization.deckhouse.io/name";
 const UP_KV_FINALIZER: &str =
     "kubevirt.internal.virtualization.deckhouse.io/virtualMachineControllerFinalize";
-const WAIT: Duration = Duration::from_secs(60);
+/// The longest any state is waited for: far beyond what a passing run needs (seconds), so a
+/// loaded machine does not fail the test.
+const WAIT: Duration = Duration::from_secs(90);
 
 /// The controller binary as a child process; killed on drop.
 struct ControllerProc {

@@ -139,9 +139,10 @@ pub async fn send_requests(
     }
 }
 
-/// The retry pace of the controllers' watches after an error: 500 ms, doubling up to 5 s, back
-/// to 500 ms after an event arrives. kube-runtime's default goes up to 30 s, which after a
-/// kube-apiserver restart of a few seconds leaves the controller idle for up to 13 s more.
+/// The retry pace of the controllers' watches after an error: 500 ms, doubling up to 2 s, back
+/// to 500 ms after an event arrives. kube-runtime's default goes up to 30 s; after a
+/// kube-apiserver restart every watch fails in turn (connection refused, then 410 Expired) and
+/// the backoff they share climbs, which left the controller idle for up to 13 s more.
 #[derive(Debug, Clone)]
 pub struct WatchBackoff {
     next: Duration,
@@ -151,7 +152,7 @@ impl WatchBackoff {
     /// The first delay.
     pub const MIN: Duration = Duration::from_millis(500);
     /// The longest delay.
-    pub const MAX: Duration = Duration::from_secs(5);
+    pub const MAX: Duration = Duration::from_secs(2);
 }
 
 impl Default for WatchBackoff {
@@ -372,7 +373,7 @@ mod tests {
         use kube::runtime::utils::Backoff as _;
         let mut b = WatchBackoff::default();
         let ms: Vec<u128> = b.by_ref().take(6).map(|d| d.as_millis()).collect();
-        assert_eq!(ms, [500, 1000, 2000, 4000, 5000, 5000]);
+        assert_eq!(ms, [500, 1000, 2000, 2000, 2000, 2000]);
         b.reset();
         assert_eq!(b.next(), Some(WatchBackoff::MIN));
     }
