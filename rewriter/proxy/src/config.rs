@@ -384,7 +384,10 @@ pub fn parse_duration(v: &str) -> Option<Duration> {
     if t.is_empty() {
         return None;
     }
-    let number_len = |s: &str| s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let number_len = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len())
+    };
     if number_len(t) == t.len() {
         // Bare seconds (the Rust sidecar's extension; Go accepts a bare "0" only).
         let n: f64 = t.parse().ok()?;
@@ -400,7 +403,9 @@ pub fn parse_duration(v: &str) -> Option<Duration> {
         }
         let value: f64 = num.parse().ok()?;
         rest = &rest[n..];
-        let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..u] {
             "ns" => 1e-9,
             "us" | "µs" | "μs" => 1e-6,
@@ -514,7 +519,10 @@ mod tests {
         assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
         assert_eq!(parse_duration("1h2m3s"), Some(Duration::from_secs(3723)));
         assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("2h45m10.5s"), Some(Duration::from_millis(9_910_500)));
+        assert_eq!(
+            parse_duration("2h45m10.5s"),
+            Some(Duration::from_millis(9_910_500))
+        );
         assert_eq!(parse_duration("250us"), Some(Duration::from_micros(250)));
         assert_eq!(parse_duration("250µs"), Some(Duration::from_micros(250)));
         assert_eq!(parse_duration("100ns"), Some(Duration::from_nanos(100)));
