@@ -36,7 +36,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::{Frame, Incoming};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use kube_api_rewriter_proxy::body as pbody;
+use kube_api_rewriter_layer::body as pbody;
 use kube_api_rewriter_proxy::config::UpstreamSource;
 use kube_api_rewriter_proxy::upstream::Upstream;
 use serde_json::json;

@@ -372,21 +372,52 @@ fn bind_address(name: &'static str, v: &str) -> Result<SocketAddr, ConfigError> 
     ))
 }
 
-/// `300ms`, `30s`, `2m`, `1h`, or bare seconds.
+/// A duration in Go's `time.ParseDuration` syntax (`300ms`, `1m30s`, `1.5h`, `2h45m10.5s`;
+/// units `ns`, `us`/`µs`/`μs`, `ms`, `s`, `m`, `h`), or bare seconds (`30`). Negative durations
+/// are refused.
+///
+/// Written here because the Go sidecar's settings use Go's grammar exactly: humantime and
+/// similar crates accept other spellings (`1 day`, `30sec`) and miss `µs`.
 pub fn parse_duration(v: &str) -> Option<Duration> {
     let t = v.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
+    let t = t.strip_prefix('+').unwrap_or(t);
+    if t.is_empty() {
+        return None;
+    }
+    let number_len = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len())
     };
+    if number_len(t) == t.len() {
+        // Bare seconds (the Rust sidecar's extension; Go accepts a bare "0" only).
+        let n: f64 = t.parse().ok()?;
+        return Duration::try_from_secs_f64(n).ok();
+    }
+    let mut rest = t;
+    let mut secs = 0.0_f64;
+    while !rest.is_empty() {
+        let n = number_len(rest);
+        let num = &rest[..n];
+        if num.is_empty() || num == "." {
+            return None;
+        }
+        let value: f64 = num.parse().ok()?;
+        rest = &rest[n..];
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..u] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        secs += value * scale;
+        rest = &rest[u..];
+    }
     Duration::try_from_secs_f64(secs).ok()
 }
 
@@ -484,5 +515,21 @@ mod tests {
         assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
         assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
         assert_eq!(parse_duration("x"), None);
+        // Go's time.ParseDuration grammar.
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h2m3s"), Some(Duration::from_secs(3723)));
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(
+            parse_duration("2h45m10.5s"),
+            Some(Duration::from_millis(9_910_500))
+        );
+        assert_eq!(parse_duration("250us"), Some(Duration::from_micros(250)));
+        assert_eq!(parse_duration("250µs"), Some(Duration::from_micros(250)));
+        assert_eq!(parse_duration("100ns"), Some(Duration::from_nanos(100)));
+        assert_eq!(parse_duration("+5s"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_duration("0"), Some(Duration::ZERO));
+        for bad in ["", "-5s", "1d", "s", "1m30", "1.2.3s", "30sec", ".s", "1 m"] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
     }
 }

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 
-use crate::body::{self, Body};
 use crate::metrics::Metrics;
 use crate::shutdown::Watch;
 use crate::upstream::Upstream;
+use kube_api_rewriter_layer::{Body, body};
 
 /// Upstream readiness as last seen.
 #[derive(Debug)]

@@ -1,5 +1,6 @@
-//! The I/O side of kube-api-rewriter: the sidecar API proxy, the webhook proxy, monitoring and
-//! the tower layer, all over the sans-I/O core ([`kube_api_rewriter`]).
+//! The `kube-api-rewriter` binary's library: the sidecar API proxy, the webhook proxy and
+//! monitoring, over the rewriting path of [`kube_api_rewriter_layer`] and the sans-I/O core
+//! ([`kube_api_rewriter`]).
 //!
 //! * [`config`]: settings from the environment (the Go sidecar's names and defaults) or flags.
 //! * [`upstream`]: the connection to kube-apiserver (kubeconfig or in-cluster) or to a webhook.
@@ -7,22 +8,17 @@
 //! * [`webhook`]: the webhook proxy's target and TLS listener.
 //! * [`tls`]: server certificates that reload when their files change.
 //! * [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`.
-//! * [`layer`]: the same rewriting as a `tower` layer for an in-process `kube::Client`.
 //! * [`shutdown`], [`server`], [`app`]: signals, accept loops and start-up.
 
 pub mod app;
-pub mod body;
 pub mod config;
 pub mod health;
-mod http_util;
-pub mod layer;
 pub mod metrics;
 pub mod proxy;
-mod response;
 pub mod server;
 pub mod shutdown;
 pub mod tls;
 pub mod upstream;
 pub mod webhook;
 
-pub use body::{Body, BoxError};
+pub use kube_api_rewriter_layer::{Body, BoxError};

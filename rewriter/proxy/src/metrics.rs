@@ -3,6 +3,11 @@
 //! events do not go into the request histogram. Plus `process_*` metrics from `/proc`.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use kube_api_rewriter::Direction;
+use kube_api_rewriter::exchange::Route;
+use kube_api_rewriter_layer::{ByteCounter, Decision, Flow, Observe, Side};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -37,7 +42,7 @@ pub struct Common {
 
 impl Common {
     /// The labels of a request through proxy `name`.
-    pub fn of(name: &'static str, route: &kube_api_rewriter::exchange::Route) -> Common {
+    pub fn of(name: &'static str, route: &Route) -> Common {
         Common {
             name,
             resource: route.resource.clone(),
@@ -117,6 +122,90 @@ pub struct RewriteDurationLabels {
     pub side: &'static str,
     /// `rename` or `restore`.
     pub operation: &'static str,
+}
+
+/// The metrics hook of one proxy (`name`): what the shared rewriting path measures goes into
+/// the process's families.
+#[derive(Debug)]
+pub struct ProxyMetrics {
+    name: &'static str,
+    metrics: Arc<Metrics>,
+}
+
+impl ProxyMetrics {
+    /// The hook for proxy `name` (`kube-api` or `webhook`).
+    pub fn new(name: &'static str, metrics: Arc<Metrics>) -> Self {
+        Self { name, metrics }
+    }
+}
+
+fn operation(route: &Route, side: Side) -> &'static str {
+    let d = match side {
+        Side::Client => route.request_direction(),
+        Side::Target => route.response_direction(),
+    };
+    match d {
+        Direction::Rename => "rename",
+        Direction::Restore => "restore",
+    }
+}
+
+fn side_label(side: Side) -> &'static str {
+    match side {
+        Side::Client => "client",
+        Side::Target => "target",
+    }
+}
+
+impl Observe for ProxyMetrics {
+    fn byte_counter(&self, route: &Route, flow: Flow, decision: Decision) -> Option<ByteCounter> {
+        let family = match flow {
+            Flow::FromClient => &self.metrics.from_client_bytes,
+            Flow::ToTarget => &self.metrics.to_target_bytes,
+            Flow::FromTarget => &self.metrics.from_target_bytes,
+            Flow::ToClient => &self.metrics.to_client_bytes,
+        };
+        let counter = family
+            .get_or_create(&RequestLabels {
+                common: Common::of(self.name, route),
+                decision: decision.as_str(),
+            })
+            .clone();
+        Some(Arc::new(move |n| {
+            counter.inc_by(n);
+        }))
+    }
+
+    fn rewritten(&self, route: &Route, side: Side, ok: bool, took: Duration) {
+        let operation = operation(route, side);
+        self.metrics
+            .rewrites
+            .get_or_create(&RewriteLabels {
+                common: Common::of(self.name, route),
+                side: side_label(side),
+                operation,
+                error: if ok { "0" } else { "1" },
+            })
+            .inc();
+        self.metrics
+            .rewrite_duration
+            .get_or_create(&RewriteDurationLabels {
+                common: Common::of(self.name, route),
+                side: side_label(side),
+                operation,
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    fn invalid_json(&self, route: &Route, status: u16) {
+        self.metrics
+            .target_response_invalid_json
+            .get_or_create(&InvalidJsonLabels {
+                common: Common::of(self.name, route),
+                status: status.to_string(),
+            })
+            .inc();
+    }
 }
 
 /// All metrics of one process.

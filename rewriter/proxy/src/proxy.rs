@@ -12,17 +12,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::Limited;
 use hyper_util::rt::TokioIo;
 use kube_api_rewriter::Rules;
 use kube_api_rewriter::exchange::{ProxyMode, Route};
+use kube_api_rewriter_layer::headers::{is_upgrade, strip_hop_by_hop};
+use kube_api_rewriter_layer::{Body, BoxError, Error, Exchange, Limits, body};
 
-use crate::body::{self, Body, BoxError, Counted};
-use crate::http_util::{accepts_gzip, is_upgrade, json_accept, status, strip_hop_by_hop};
-use crate::metrics::{
-    Common, DurationLabels, Metrics, RequestLabels, ResultLabels, RewriteDurationLabels, RewriteLabels,
-};
-use crate::response::{self, Ctx};
+use crate::metrics::{Common, DurationLabels, Metrics, ProxyMetrics, RequestLabels, ResultLabels};
 use crate::shutdown::Watch;
 use crate::upstream::Upstream;
 
@@ -51,13 +48,11 @@ pub struct Proxy {
     pub shutdown: Watch,
 }
 
-fn answered(mut r: Response<Body>) -> Response<Body> {
+/// The proxy's own answer to a request it could not forward.
+fn fail(e: Error) -> Response<Body> {
+    let mut r = e.into_response();
     r.extensions_mut().insert(ProxyAnswered);
     r
-}
-
-fn fail(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
-    answered(status(code, reason, message))
 }
 
 impl Proxy {
@@ -68,16 +63,25 @@ impl Proxy {
         B::Error: Into<BoxError>,
     {
         let start = Instant::now();
-        let pq = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
-        let route = Arc::new(Route::new(&self.rules, self.mode, req.method().as_str(), &pq));
+        let exchange = Exchange::new(
+            Arc::clone(&self.rules),
+            self.mode,
+            &req,
+            Limits {
+                max_request_body: self.max_request_body,
+            },
+            self.shutdown.clone(),
+            Arc::new(ProxyMetrics::new(self.name, Arc::clone(&self.metrics))),
+        );
+        let route = exchange.route();
         self.metrics
             .client_requests
             .get_or_create(&RequestLabels {
-                common: Common::of(self.name, &route),
+                common: Common::of(self.name, route),
                 decision: "",
             })
             .inc();
-        let resp = self.forward(Arc::clone(&route), req).await;
+        let resp = self.forward(exchange.clone(), req).await;
 
         let code = resp.status().as_u16();
         let ct = resp
@@ -85,13 +89,9 @@ impl Proxy {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
         let by_proxy = resp.extensions().get::<ProxyAnswered>().is_some();
-        let decision = if route.rewrite {
-            response::decision(&route, code, ct)
-        } else {
-            "pass"
-        };
+        let decision = exchange.decision(code, ct).as_str();
         let labels = ResultLabels {
-            common: Common::of(self.name, &route),
+            common: Common::of(self.name, route),
             decision,
             status: code.to_string(),
             error: if by_proxy { "1" } else { "0" },
@@ -103,7 +103,7 @@ impl Proxy {
         self.metrics
             .request_duration
             .get_or_create(&DurationLabels {
-                common: Common::of(self.name, &route),
+                common: Common::of(self.name, route),
                 decision,
                 status: code.to_string(),
             })
@@ -117,176 +117,42 @@ impl Proxy {
     }
 
     /// Adds the proxy's credentials (unless the client brought its own) and builds the
-    /// upstream URI; a path that makes no URI is answered with a 400 Status.
-    fn prepare_upstream(
-        &self,
-        route: &Route,
-        headers: &mut http::HeaderMap,
-    ) -> Result<http::Uri, Box<Response<Body>>> {
+    /// upstream URI.
+    fn prepare_upstream(&self, route: &Route, headers: &mut http::HeaderMap) -> Result<http::Uri, Error> {
         self.upstream.authorize(headers);
-        self.upstream.uri(&route.upstream_path).map_err(|e| {
-            let message = format!("invalid path: {e}");
-            Box::new(fail(StatusCode::BAD_REQUEST, "BadRequest", &message))
-        })
+        self.upstream
+            .uri(&route.upstream_path)
+            .map_err(|e| Error::InvalidPath(e.to_string()))
     }
 
-    fn labels(&self, route: &Route, decision: &'static str) -> RequestLabels {
-        RequestLabels {
-            common: Common::of(self.name, route),
-            decision,
-        }
-    }
-
-    async fn forward<B>(self: &Arc<Self>, route: Arc<Route>, mut req: Request<B>) -> Response<Body>
+    async fn forward<B>(self: &Arc<Self>, exchange: Exchange, mut req: Request<B>) -> Response<Body>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
         if is_upgrade(req.headers()) {
             let on_client = hyper::upgrade::on(&mut req);
-            return self.upgrade(&route, req, on_client).await;
+            return self.upgrade(exchange.route(), req, on_client).await;
         }
-        let (parts, body) = req.into_parts();
-        let declared = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > self.max_request_body as u64) {
-            return self.too_large();
-        }
-        let client_gzip = accepts_gzip(&parts.headers);
-        let mut headers = parts.headers;
-        strip_hop_by_hop(&mut headers);
+        let headers = req.headers_mut();
+        strip_hop_by_hop(headers);
         headers.remove(header::HOST);
-        let has_body = declared.is_some_and(|n| n > 0) || (declared.is_none() && !body.is_end_stream());
-        let rewrite_body = route.rewrite && has_body;
-        let decision = if route.rewrite { "rewrite" } else { "pass" };
-
-        let upstream_body = if rewrite_body {
-            let collected = match Limited::new(body, self.max_request_body).collect().await {
-                Ok(c) => c.to_bytes(),
-                Err(e) => {
-                    return if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                        self.too_large()
-                    } else {
-                        fail(
-                            StatusCode::BAD_REQUEST,
-                            "BadRequest",
-                            &format!("reading the request body: {e}"),
-                        )
-                    };
-                }
-            };
-            self.metrics
-                .from_client_bytes
-                .get_or_create(&self.labels(&route, decision))
-                .inc_by(collected.len() as u64);
-            if headers
-                .get(header::CONTENT_ENCODING)
-                .is_some_and(|v| v.as_bytes() != b"identity")
-            {
-                return fail(
-                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    "UnsupportedMediaType",
-                    "encoded request bodies are not supported for resources the rules rewrite",
-                );
-            }
-            let ct = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            let t0 = Instant::now();
-            let res = route.request_body(&self.rules, ct.as_deref(), &collected);
-            self.request_rewritten(&route, res.is_ok(), t0.elapsed());
-            let out = match res {
-                Ok(rb) => {
-                    if let Some(ct) = rb.content_type {
-                        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
-                    }
-                    match rb.body {
-                        std::borrow::Cow::Borrowed(_) => collected.clone(),
-                        std::borrow::Cow::Owned(v) => Bytes::from(v),
-                    }
-                }
-                Err(kube_api_rewriter::Error::UnsupportedMediaType(m)) => {
-                    return fail(
-                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                        "UnsupportedMediaType",
-                        &format!("the media type {m:?} is not supported for {}", route.resource),
-                    );
-                }
-                Err(e) => {
-                    return fail(
-                        StatusCode::BAD_REQUEST,
-                        "BadRequest",
-                        &format!("the request body cannot be rewritten: {e}"),
-                    );
-                }
-            };
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
-            self.metrics
-                .to_target_bytes
-                .get_or_create(&self.labels(&route, decision))
-                .inc_by(out.len() as u64);
-            body::full(out)
-        } else if has_body {
-            let labels = self.labels(&route, decision);
-            let counted = Counted::new(
-                body::boxed(Limited::new(body, self.max_request_body)),
-                self.metrics.from_client_bytes.get_or_create(&labels).clone(),
-            );
-            body::boxed(Counted::new(
-                counted,
-                self.metrics.to_target_bytes.get_or_create(&labels).clone(),
-            ))
-        } else {
-            body::empty()
+        let up = match exchange.request(req).await {
+            Ok(up) => up,
+            Err(e) => return fail(e),
         };
-
-        if route.wants_json() {
-            headers.insert(header::ACCEPT, json_accept(&headers));
-        }
-        if route.rewrite && !client_gzip {
-            headers.remove(header::ACCEPT_ENCODING);
-        }
-        let uri = match self.prepare_upstream(&route, &mut headers) {
+        let (mut parts, body) = up.into_parts();
+        parts.uri = match self.prepare_upstream(exchange.route(), &mut parts.headers) {
             Ok(u) => u,
-            Err(resp) => return *resp,
+            Err(e) => return fail(e),
         };
-        let mut up = Request::new(upstream_body);
-        *up.method_mut() = parts.method;
-        *up.uri_mut() = uri;
-        *up.headers_mut() = headers;
-
+        let up = Request::from_parts(parts, body);
         let resp = match tokio::time::timeout(self.upstream_timeout, self.upstream.send(up)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return self.upstream_error(&e),
-            Err(_) => {
-                return fail(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "Timeout",
-                    &format!("upstream did not answer within {:?}", self.upstream_timeout),
-                );
-            }
+            Err(_) => return fail(Error::Timeout(self.upstream_timeout)),
         };
-        let ctx = Ctx {
-            rules: Arc::clone(&self.rules),
-            route,
-            client_gzip,
-            shutdown: self.shutdown.clone(),
-            metrics: Some(Arc::clone(&self.metrics)),
-            name: self.name,
-        };
-        response::rewrite(ctx, resp).await
-    }
-
-    fn too_large(&self) -> Response<Body> {
-        fail(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "RequestEntityTooLarge",
-            &format!("the request body is larger than {} bytes", self.max_request_body),
-        )
+        exchange.response(resp).await
     }
 
     fn upstream_error(&self, e: &hyper_util::client::legacy::Error) -> Response<Body> {
@@ -299,35 +165,7 @@ impl Proxy {
             src = s.source();
         }
         tracing::warn!(proxy = self.name, error = %msg, "upstream request failed");
-        fail(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            &format!("upstream is unavailable: {msg}"),
-        )
-    }
-
-    fn request_rewritten(&self, route: &Route, ok: bool, took: Duration) {
-        let op = match route.request_direction() {
-            kube_api_rewriter::Direction::Rename => "rename",
-            kube_api_rewriter::Direction::Restore => "restore",
-        };
-        self.metrics
-            .rewrites
-            .get_or_create(&RewriteLabels {
-                common: Common::of(self.name, route),
-                side: "client",
-                operation: op,
-                error: if ok { "0" } else { "1" },
-            })
-            .inc();
-        self.metrics
-            .rewrite_duration
-            .get_or_create(&RewriteDurationLabels {
-                common: Common::of(self.name, route),
-                side: "client",
-                operation: op,
-            })
-            .observe(took.as_secs_f64());
+        fail(Error::Unavailable(msg))
     }
 
     /// Forwards an upgrade request and, on `101 Switching Protocols`, splices the two
@@ -353,7 +191,7 @@ impl Proxy {
         }
         let uri = match self.prepare_upstream(route, &mut headers) {
             Ok(u) => u,
-            Err(resp) => return *resp,
+            Err(e) => return fail(e),
         };
         let b = if body.is_end_stream() {
             body::empty()
@@ -368,13 +206,7 @@ impl Proxy {
         {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return self.upstream_error(&e),
-            Err(_) => {
-                return fail(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "Timeout",
-                    "upstream did not answer the upgrade in time",
-                );
-            }
+            Err(_) => return fail(Error::UpgradeTimeout),
         };
         if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
             // A refusal (401, 403, 404, 400...): an ordinary response, passed through.

@@ -16,8 +16,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::body::Body;
 use crate::shutdown::Watch;
+use kube_api_rewriter_layer::Body;
 
 /// How connections are served.
 #[derive(Debug, Clone)]

@@ -21,9 +21,9 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use secrecy::ExposeSecret;
 
-use crate::body::Body;
 use crate::config::UpstreamSource;
 use crate::tls::{self, NoVerify};
+use kube_api_rewriter_layer::Body;
 
 /// Why the upstream cannot be set up.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,6 @@
-//! Response and request bodies: one boxed type, a channel-fed streaming body and wrappers that
-//! count bytes or end a pass-through watch at shutdown.
+//! Bodies: the one boxed type every rewritten request and response has, and its constructors.
+//! Internally also a channel-fed streaming body and wrappers that count bytes or end a
+//! pass-through watch at shutdown.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,15 +10,15 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
-use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 
+use crate::metrics::ByteCounter;
 use crate::shutdown::Watch;
 
 /// A boxed error that crosses task and crate boundaries.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The body type of every response the proxy produces.
+/// The body type of every request and response the rewriting path produces.
 pub type Body = UnsyncBoxBody<Bytes, BoxError>;
 
 /// A whole body.
@@ -43,21 +44,21 @@ where
 /// stream (HTTP/2) is then reset, so the client never takes a cut body as complete.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Aborted(pub String);
+pub(crate) struct Aborted(pub(crate) String);
 
 /// The sending half of a [`ChannelBody`].
-pub type Sender = mpsc::Sender<Result<Bytes, BoxError>>;
+pub(crate) type Sender = mpsc::Sender<Result<Bytes, BoxError>>;
 
 /// A body fed by a task through a bounded channel (backpressure: the task waits while the
 /// client reads slowly). The body ends cleanly when the sender is dropped; an `Err` sent through
 /// the channel aborts it.
 #[derive(Debug)]
-pub struct ChannelBody {
+pub(crate) struct ChannelBody {
     rx: mpsc::Receiver<Result<Bytes, BoxError>>,
 }
 
 /// A streaming body and its sender; `depth` chunks may wait in between.
-pub fn channel(depth: usize) -> (Sender, ChannelBody) {
+pub(crate) fn channel(depth: usize) -> (Sender, ChannelBody) {
     let (tx, rx) = mpsc::channel(depth.max(1));
     (tx, ChannelBody { rx })
 }
@@ -79,15 +80,14 @@ impl http_body::Body for ChannelBody {
 }
 
 /// Counts the data bytes that pass through a body.
-#[derive(Debug)]
-pub struct Counted<B> {
+pub(crate) struct Counted<B> {
     inner: B,
-    counter: Counter,
+    counter: Option<ByteCounter>,
 }
 
 impl<B> Counted<B> {
     /// Wraps `inner`; every data frame adds its length to `counter`.
-    pub fn new(inner: B, counter: Counter) -> Self {
+    pub(crate) fn new(inner: B, counter: Option<ByteCounter>) -> Self {
         Self { inner, counter }
     }
 }
@@ -104,10 +104,11 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let f = ready!(Pin::new(&mut self.inner).poll_frame(cx));
-        if let Some(Ok(frame)) = &f
+        if let Some(count) = &self.counter
+            && let Some(Ok(frame)) = &f
             && let Some(d) = frame.data_ref()
         {
-            self.counter.inc_by(d.len() as u64);
+            count(d.len() as u64);
         }
         Poll::Ready(f)
     }
@@ -124,7 +125,7 @@ where
 /// A pass-through watch body that ends cleanly at shutdown, at the first point where the bytes
 /// sent so far end with a newline (JSON watch events are newline-terminated). Other watch
 /// streams (protobuf) have no such point and are cut by the shutdown deadline instead.
-pub struct EndOnShutdown<B> {
+pub(crate) struct EndOnShutdown<B> {
     inner: B,
     stop: Pin<Box<dyn Future<Output = ()> + Send>>,
     stopping: bool,
@@ -134,7 +135,7 @@ pub struct EndOnShutdown<B> {
 
 impl<B> EndOnShutdown<B> {
     /// Wraps a watch body.
-    pub fn new(inner: B, watch: Watch, newline_framed: bool) -> Self {
+    pub(crate) fn new(inner: B, watch: Watch, newline_framed: bool) -> Self {
         Self {
             inner,
             stop: Box::pin(watch.cancelled()),
@@ -194,7 +195,7 @@ where
 /// the client connection its own write and wake-up. Reading ahead batches them without copying.
 /// The exact length (a `Content-Length` upstream) is kept. Dropping the body (the client went
 /// away) ends the task and with it the upstream request.
-pub fn prefetched(inner: Body, depth: usize) -> Body {
+pub(crate) fn prefetched(inner: Body, depth: usize) -> Body {
     let hint = http_body::Body::size_hint(&inner);
     let (tx, rx) = channel(depth);
     tokio::spawn(read_ahead(inner, tx));

@@ -2,17 +2,17 @@
 //! stores `internal.virtualization.deckhouse.io`, and no sidecar runs.
 //!
 //! ```sh
-//! KUBECONFIG=... cargo run -p kube-api-rewriter-proxy --example kube_client_layer
+//! KUBECONFIG=... cargo run -p kube-api-rewriter-layer --example kube_client_layer
 //! ```
 //! Prints one line per VirtualMachine in `default`: `API_VERSION KIND NAMESPACE/NAME`.
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::client::ClientBuilder;
-use kube_api_rewriter_proxy::layer::RewriteLayer;
+use kube_api_rewriter_layer::RewriteLayer;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    kube_api_rewriter_proxy::tls::install_default_provider();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = kube::Config::infer().await?;
     let client = ClientBuilder::try_from(config)?
         .with_layer(&RewriteLayer::kubevirt())

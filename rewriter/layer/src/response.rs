@@ -1,4 +1,4 @@
-//! Response rewriting shared by the proxies and the tower layer.
+//! Response rewriting, shared by the sidecar and the layer through [`crate::Exchange`].
 //!
 //! * `Pass`: the body streams through untouched (a watch ends at an event boundary at shutdown).
 //! * `Object`: the body is read whole (bounded), rewritten, and sent with a new length; an
@@ -23,11 +23,11 @@ use http_body_util::BodyExt;
 use kube_api_rewriter::Rules;
 use kube_api_rewriter::exchange::{BodyMode, ResponseBody, Route, is_json};
 use kube_api_rewriter::stream::{ListRewriter, WatchRewriter, sniff_list};
-use prometheus_client::metrics::counter::Counter;
 
 use crate::body::{self, Aborted, Body, BoxError, Counted, EndOnShutdown};
-use crate::http_util::{status, strip_hop_by_hop};
-use crate::metrics::{Common, InvalidJsonLabels, Metrics, RewriteDurationLabels, RewriteLabels};
+use crate::error::status;
+use crate::headers::strip_hop_by_hop;
+use crate::metrics::{ByteCounter, Decision, Flow, Observe, Side};
 use crate::shutdown::Watch;
 
 /// Largest response read whole (single objects, errors, discovery documents).
@@ -46,82 +46,35 @@ const WATCH_BATCH: usize = 64 << 10;
 /// What the response path needs to know about a request.
 #[derive(Clone)]
 pub(crate) struct Ctx {
-    pub rules: Arc<Rules>,
-    pub route: Arc<Route>,
+    pub(crate) rules: Arc<Rules>,
+    pub(crate) route: Arc<Route>,
     /// The client accepts gzip.
-    pub client_gzip: bool,
-    pub shutdown: Watch,
-    pub metrics: Option<Arc<Metrics>>,
-    /// `kube-api`, `webhook` or `layer`.
-    pub name: &'static str,
+    pub(crate) client_gzip: bool,
+    pub(crate) shutdown: Watch,
+    pub(crate) observe: Arc<dyn Observe>,
 }
 
 impl Ctx {
-    fn request_labels(&self, decision: &'static str) -> crate::metrics::RequestLabels {
-        crate::metrics::RequestLabels {
-            common: Common::of(self.name, &self.route),
-            decision,
-        }
-    }
-
-    fn counter(
-        &self,
-        f: impl Fn(
-            &Metrics,
-        ) -> &prometheus_client::metrics::family::Family<crate::metrics::RequestLabels, Counter>,
-        decision: &'static str,
-    ) -> Counter {
-        match &self.metrics {
-            Some(m) => f(m).get_or_create(&self.request_labels(decision)).clone(),
-            None => Counter::default(),
-        }
-    }
-
-    fn operation(&self) -> &'static str {
-        match self.route.response_direction() {
-            kube_api_rewriter::Direction::Rename => "rename",
-            kube_api_rewriter::Direction::Restore => "restore",
-        }
+    fn counter(&self, flow: Flow, decision: Decision) -> Option<ByteCounter> {
+        self.observe.byte_counter(&self.route, flow, decision)
     }
 
     /// Records one response-body rewrite.
     fn rewrote(&self, ok: bool, took: Duration) {
-        let Some(m) = &self.metrics else { return };
-        m.rewrites
-            .get_or_create(&RewriteLabels {
-                common: Common::of(self.name, &self.route),
-                side: "target",
-                operation: self.operation(),
-                error: if ok { "0" } else { "1" },
-            })
-            .inc();
-        m.rewrite_duration
-            .get_or_create(&RewriteDurationLabels {
-                common: Common::of(self.name, &self.route),
-                side: "target",
-                operation: self.operation(),
-            })
-            .observe(took.as_secs_f64());
+        self.observe.rewritten(&self.route, Side::Target, ok, took);
     }
 
     fn invalid_json(&self, status: u16) {
-        if let Some(m) = &self.metrics {
-            m.target_response_invalid_json
-                .get_or_create(&InvalidJsonLabels {
-                    common: Common::of(self.name, &self.route),
-                    status: status.to_string(),
-                })
-                .inc();
-        }
+        self.observe.invalid_json(&self.route, status);
     }
 }
 
-/// The decision label of a response: `rewrite` or `pass`.
-pub(crate) fn decision(route: &Route, resp_status: u16, content_type: Option<&str>) -> &'static str {
+/// Whether a response is rewritten or passed through.
+pub(crate) fn decision(route: &Route, resp_status: u16, content_type: Option<&str>) -> Decision {
     if route.response_mode(resp_status, content_type) == BodyMode::Pass {
-        "pass"
+        Decision::Pass
     } else {
-        "rewrite"
+        Decision::Rewrite
     }
 }
 
@@ -154,9 +107,13 @@ where
         }
     };
     strip_hop_by_hop(&mut parts.headers);
-    let decision = if mode == BodyMode::Pass { "pass" } else { "rewrite" };
-    let from_target = ctx.counter(|m| &m.from_target_bytes, decision);
-    let to_client = ctx.counter(|m| &m.to_client_bytes, decision);
+    let decision = if mode == BodyMode::Pass {
+        Decision::Pass
+    } else {
+        Decision::Rewrite
+    };
+    let from_target = ctx.counter(Flow::FromTarget, decision);
+    let to_client = ctx.counter(Flow::ToClient, decision);
     let upstream = Counted::new(body::boxed(body), from_target);
     match mode {
         BodyMode::Pass => {
@@ -212,13 +169,15 @@ fn object(
     mut parts: http::response::Parts,
     raw: Vec<u8>,
     gz: bool,
-    to_client: Counter,
+    to_client: Option<ByteCounter>,
 ) -> Response<Body> {
     let pass = |mut parts: http::response::Parts, raw: Vec<u8>| {
         parts
             .headers
             .insert(header::CONTENT_LENGTH, HeaderValue::from(raw.len()));
-        to_client.inc_by(raw.len() as u64);
+        if let Some(count) = &to_client {
+            count(raw.len() as u64);
+        }
         Response::from_parts(parts, body::full(raw))
     };
     let (plain, compressed) = if gz {
@@ -279,7 +238,7 @@ async fn list(
     parts: http::response::Parts,
     mut upstream: Counted<Body>,
     gz: bool,
-    to_client: Counter,
+    to_client: Option<ByteCounter>,
 ) -> Response<Body> {
     let mut raw = Vec::new();
     let mut plain = Vec::new();
@@ -351,7 +310,7 @@ fn stream(
     dec: Option<Gunzip>,
     initial: Vec<u8>,
     kind: Kind,
-    to_client: Counter,
+    to_client: Option<ByteCounter>,
 ) -> Response<Body> {
     let encode = dec.is_some() && ctx.client_gzip;
     parts.headers.remove(header::CONTENT_LENGTH);

@@ -1,9 +1,7 @@
-//! Header handling and `Status` responses.
+//! Header decisions a rewriting proxy makes: hop-by-hop headers, upgrades, gzip, and the
+//! `Accept` that asks for JSON where bodies are rewritten.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Response, StatusCode};
-
-use crate::body::{self, Body};
 
 /// Headers that describe one connection and never cross the proxy (RFC 9110 7.6.1).
 const HOP_BY_HOP: [&str; 8] = [
@@ -18,6 +16,16 @@ const HOP_BY_HOP: [&str; 8] = [
 ];
 
 /// Removes hop-by-hop headers and those the `Connection` header names.
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue};
+/// let mut h = HeaderMap::new();
+/// h.insert("connection", HeaderValue::from_static("x-trace"));
+/// h.insert("x-trace", HeaderValue::from_static("1"));
+/// h.insert("accept", HeaderValue::from_static("application/json"));
+/// kube_api_rewriter_layer::headers::strip_hop_by_hop(&mut h);
+/// assert_eq!(h.len(), 1);
+/// ```
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     let named: Vec<HeaderName> = h
         .get_all(header::CONNECTION)
@@ -101,16 +109,6 @@ pub fn json_accept(h: &HeaderMap) -> HeaderValue {
         return HeaderValue::from_static("application/json");
     }
     HeaderValue::from_str(&out.join(", ")).unwrap_or(HeaderValue::from_static("application/json"))
-}
-
-/// A Kubernetes `Status` failure response.
-pub fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
-    let json = kube_api_rewriter::exchange::status_json(code.as_u16(), reason, message, None);
-    let mut r = Response::new(body::full(json));
-    *r.status_mut() = code;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
 }
 
 #[cfg(test)]

@@ -1,0 +1,78 @@
+//! virtualization-api: the aggregated API server for `subresources.virtualization.deckhouse.io`.
+//!
+//! kube-apiserver's aggregator forwards VM console, VNC, port-forward, freeze and hot-plug
+//! requests here (front-proxy certificate and `X-Remote-*` identity); this server
+//! authenticates them, authorizes them by SubjectAccessReview, checks the VM's phase in a watch
+//! cache and calls KubeVirt's virt-api with mutual TLS as its own service account, splicing
+//! upgraded streams byte for byte.
+
+pub mod app;
+pub mod authn;
+pub mod authz;
+pub mod discovery;
+pub mod error;
+pub mod flags;
+pub mod openapi;
+pub mod server;
+pub mod status;
+pub mod subresources;
+pub mod tls;
+pub mod virtapi;
+pub mod vmcache;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+
+pub use error::{Error, Result};
+
+/// How often certificate files are re-read even without a change event.
+const CERT_POLL: Duration = Duration::from_secs(60);
+
+/// Runs the server until `shutdown` completes.
+pub async fn run(flags: flags::Flags, shutdown: impl Future<Output = ()>) -> Result<()> {
+    tls::install_default_provider();
+    let endpoint = flags.validate()?;
+    let serving = tls::ReloadingCert::load(&flags.tls_cert_file, &flags.tls_private_key_file)?;
+    serving.spawn_watcher(CERT_POLL)?;
+    let proxy_cert = tls::ReloadingCert::load(&flags.proxy_client_cert_file, &flags.proxy_client_key_file)?;
+    proxy_cert.spawn_watcher(CERT_POLL)?;
+    let client_tls = tls::client_config(&flags.kubevirt_cabundle, proxy_cert)?;
+    let virtapi = virtapi::VirtApi::new(endpoint, client_tls, &flags.service_account_user())?;
+
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| Error::Internal(format!("kubernetes client configuration: {e}")))?;
+    let client = kube::Client::try_from(config)?;
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .get("extension-apiserver-authentication")
+        .await?;
+    let authn = authn::RequestHeaderConfig::from_configmap(&cm.data.unwrap_or_default())?;
+    let roots = tls::root_store(authn.client_ca.clone(), "requestheader-client-ca-file")?;
+    let server_tls = tls::server_config(serving, roots)?;
+    tracing::info!("waiting for the VirtualMachine cache to sync");
+    let vms = vmcache::VmCache::start(client.clone()).await?;
+
+    let app = Arc::new(app::App {
+        authn,
+        authz: authz::Authorizer::new(client),
+        vms,
+        virtapi,
+    });
+    let addr = std::net::SocketAddr::new(flags.bind_address, flags.secure_port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("binding {addr}: {e}")))?;
+    tracing::info!(%addr, "serving");
+    server::serve(
+        listener,
+        tokio_rustls::TlsAcceptor::from(Arc::new(server_tls)),
+        app,
+        shutdown,
+    )
+    .await;
+    Ok(())
+}

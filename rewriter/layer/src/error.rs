@@ -1,0 +1,131 @@
+//! The one place where a failure of the rewriting path becomes a response: a Kubernetes
+//! `Status` with the right code and reason.
+
+use std::time::Duration;
+
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+
+use crate::body::{self, Body, BoxError};
+
+/// Why a request could not be rewritten or forwarded.
+///
+/// Every variant answers the client with a Kubernetes `Status` ([`Error::into_response`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The request body (declared or read) is over the limit: 413.
+    #[error("the request body is larger than {limit} bytes")]
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The request body could not be read from the client: 400.
+    #[error("reading the request body: {0}")]
+    ReadBody(#[source] BoxError),
+    /// A `Content-Encoding` other than identity on a body that must be rewritten: 415.
+    #[error("encoded request bodies are not supported for resources the rules rewrite")]
+    EncodedBody,
+    /// A media type the rules cannot rewrite for this resource (protobuf of a renamed kind): 415.
+    #[error("the media type {media_type:?} is not supported for {resource}")]
+    UnsupportedMediaType {
+        /// The request's media type.
+        media_type: String,
+        /// The resource (original names).
+        resource: String,
+    },
+    /// A body the rules cannot rewrite (malformed JSON or YAML, a bad patch): 400.
+    #[error("the request body cannot be rewritten: {0}")]
+    Body(#[source] kube_api_rewriter::Error),
+    /// The rewritten path makes no URI: 400.
+    #[error("invalid path: {0}")]
+    InvalidPath(String),
+    /// Upstream could not be reached or failed the request: 503.
+    #[error("upstream is unavailable: {0}")]
+    Unavailable(String),
+    /// Upstream sent no response head in time: 504.
+    #[error("upstream did not answer within {0:?}")]
+    Timeout(Duration),
+    /// Upstream answered an upgrade request too late: 504.
+    #[error("upstream did not answer the upgrade in time")]
+    UpgradeTimeout,
+}
+
+impl Error {
+    /// The HTTP status code of the `Status` answer.
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::ReadBody(_) | Error::Body(_) | Error::InvalidPath(_) => StatusCode::BAD_REQUEST,
+            Error::EncodedBody | Error::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Timeout(_) | Error::UpgradeTimeout => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// The `reason` of the `Status` answer (Kubernetes' `StatusReason`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::BodyTooLarge { .. } => "RequestEntityTooLarge",
+            Error::ReadBody(_) | Error::Body(_) | Error::InvalidPath(_) => "BadRequest",
+            Error::EncodedBody | Error::UnsupportedMediaType { .. } => "UnsupportedMediaType",
+            Error::Unavailable(_) => "ServiceUnavailable",
+            Error::Timeout(_) | Error::UpgradeTimeout => "Timeout",
+        }
+    }
+
+    /// The Kubernetes `Status` response for this error.
+    pub fn into_response(self) -> Response<Body> {
+        status(self.status_code(), self.reason(), &self.to_string())
+    }
+}
+
+impl From<kube_api_rewriter::Error> for Error {
+    fn from(e: kube_api_rewriter::Error) -> Self {
+        Error::Body(e)
+    }
+}
+
+/// A Kubernetes `Status` failure response.
+pub(crate) fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    let json = kube_api_rewriter::exchange::status_json(code.as_u16(), reason, message, None);
+    let mut r = Response::new(body::full(json));
+    *r.status_mut() = code;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn errors_become_kubernetes_status_responses() {
+        let r = Error::BodyTooLarge { limit: 10 }.into_response();
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+        let b = r.into_body().collect().await.expect("body").to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&b).expect("json");
+        assert_eq!(v["kind"], "Status");
+        assert_eq!(v["status"], "Failure");
+        assert_eq!(v["code"], 413);
+        assert_eq!(v["reason"], "RequestEntityTooLarge");
+        assert_eq!(v["message"], "the request body is larger than 10 bytes");
+    }
+
+    #[test]
+    fn codes_and_reasons() {
+        let cases = [
+            (Error::EncodedBody, 415, "UnsupportedMediaType"),
+            (Error::InvalidPath("x".into()), 400, "BadRequest"),
+            (Error::Unavailable("refused".into()), 503, "ServiceUnavailable"),
+            (Error::Timeout(Duration::from_secs(1)), 504, "Timeout"),
+        ];
+        for (e, code, reason) in cases {
+            assert_eq!((e.status_code().as_u16(), e.reason()), (code, reason), "{e}");
+        }
+    }
+}

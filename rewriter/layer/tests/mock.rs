@@ -1,0 +1,480 @@
+//! The layer against `tower-test` mock services, as kube-rs tests its own middleware: what the
+//! inner service receives and what the caller gets back, for LIST and WATCH streaming, every
+//! patch type, excludes, errors and the body limit. Bodies are real kube-apiserver captures
+//! from `testdata/`.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::SinkExt as _;
+use futures::channel::mpsc;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, StreamBody};
+use kube_api_rewriter::rules::Source;
+use kube_api_rewriter_layer::{Body, BoxError, Limits, RewriteLayer, Rules, body};
+use serde_json::{Value, json};
+use tower::{Layer as _, Service as _};
+use tower_test::mock;
+
+type Mock = mock::Mock<Request<Full<Bytes>>, Response<Body>>;
+type Handle = mock::Handle<Request<Full<Bytes>>, Response<Body>>;
+
+const INTERNAL: &str = "internal.virtualization.deckhouse.io";
+const VMS_UP: &str =
+    "/apis/internal.virtualization.deckhouse.io/v1/namespaces/demo/internalvirtualizationvirtualmachines";
+
+fn testdata(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn capture(name: &str) -> Vec<u8> {
+    testdata(&format!("kube-apiserver-1.20/{name}"))
+}
+
+fn layer_with(layer: RewriteLayer) -> (kube_api_rewriter_layer::RewriteService<Mock>, Handle) {
+    let (svc, handle) = mock::pair::<Request<Full<Bytes>>, Response<Body>>();
+    (layer.layer(svc), handle)
+}
+
+fn json_response(status: u16, body: Vec<u8>) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body::full(body))
+        .expect("response")
+}
+
+/// A response whose body is fed chunk by chunk through the returned sender.
+fn streamed_response() -> (
+    mpsc::Sender<Result<http_body::Frame<Bytes>, Infallible>>,
+    Response<Body>,
+) {
+    let (tx, rx) = mpsc::channel(16);
+    let resp = Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body::boxed(StreamBody::new(rx)))
+        .expect("response");
+    (tx, resp)
+}
+
+async fn read_all(resp: Response<Body>) -> (StatusCode, Value) {
+    let status = resp.status();
+    let b = resp.into_body().collect().await.expect("body").to_bytes();
+    let v = serde_json::from_slice(&b)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&b)));
+    (status, v)
+}
+
+/// The names a client reads (apiVersion, kind, labels, annotations, finalizers, owners) carry
+/// no renamed group, kind or prefix. (Spec and its managedFields are the server's: the
+/// captures' template labels keep the renamed prefix, as kube-apiserver stored them.)
+fn no_internal_names(v: &Value) {
+    let m = &v["metadata"];
+    for part in [
+        &v["apiVersion"],
+        &v["kind"],
+        &m["labels"],
+        &m["annotations"],
+        &m["finalizers"],
+        &m["ownerReferences"],
+    ] {
+        let s = part.to_string();
+        assert!(
+            !s.contains(INTERNAL) && !s.contains("InternalVirtualization"),
+            "renamed names reached the caller: {s}"
+        );
+    }
+}
+
+/// The next frame, within a deadline (a hang fails the test instead of stalling it).
+async fn next_frame(body: &mut Body) -> Option<Bytes> {
+    let f = tokio::time::timeout(std::time::Duration::from_secs(10), body.frame())
+        .await
+        .expect("a frame within 10 s")?;
+    Some(f.expect("data").into_data().expect("a data frame"))
+}
+
+/// Calls the layer on a task; the inner service's side is driven by the test.
+fn call(
+    svc: &mut kube_api_rewriter_layer::RewriteService<Mock>,
+    req: Request<Full<Bytes>>,
+) -> tokio::task::JoinHandle<Result<Response<Body>, BoxError>> {
+    tokio::spawn(svc.call(req))
+}
+
+fn get(uri: &str) -> Request<Full<Bytes>> {
+    Request::get(uri).body(Full::default()).expect("request")
+}
+
+fn with_body(method: Method, uri: &str, content_type: &str, b: &str) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::CONTENT_LENGTH, b.len())
+        .body(Full::new(Bytes::from(b.to_owned())))
+        .expect("request")
+}
+
+async fn body_of(req: Request<Full<Bytes>>) -> Bytes {
+    req.into_body().collect().await.expect("body").to_bytes()
+}
+
+#[tokio::test]
+async fn a_list_streams_restored_before_upstream_ends() {
+    let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+    let pending = call(
+        &mut svc,
+        get("/apis/kubevirt.io/v1/namespaces/demo/virtualmachines?limit=500"),
+    );
+    let (req, send) = handle
+        .next_request()
+        .await
+        .expect("request reaches the inner service");
+    assert_eq!(req.uri().path(), VMS_UP);
+    assert_eq!(req.uri().query(), Some("limit=500"));
+    assert_eq!(req.headers()[header::ACCEPT], "application/json");
+
+    // The 300-VM capture, cut before item 100: the first items reach the caller before the
+    // rest of the list exists (output leaves in pieces of about 64 KiB).
+    let list = capture("vm-list-bulk-plain.json");
+    let v: Value = serde_json::from_slice(&list).expect("capture");
+    let first_name = v["items"][0]["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_owned();
+    let second = item_offset(&list, 100);
+    let (mut tx, resp) = streamed_response();
+    send.send_response(resp);
+    tx.send(Ok(http_body::Frame::data(Bytes::copy_from_slice(
+        &list[..second],
+    ))))
+    .await
+    .expect("send");
+    // The head is answered once the layer has seen that the body is a list.
+    let resp = pending.await.expect("task").expect("response");
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let mut got = Vec::new();
+    while !String::from_utf8_lossy(&got).contains(&first_name) {
+        let f = next_frame(&mut body).await.expect("a frame before the list ends");
+        got.extend_from_slice(&f);
+    }
+    let head = String::from_utf8_lossy(&got);
+    assert!(
+        head.contains(r#""kind":"VirtualMachine""#) && !head.contains("InternalVirtualization"),
+        "{head}"
+    );
+
+    tx.send(Ok(http_body::Frame::data(Bytes::copy_from_slice(
+        &list[second..],
+    ))))
+    .await
+    .expect("send");
+    drop(tx);
+    got.extend_from_slice(&body.collect().await.expect("rest").to_bytes());
+    let out: Value = serde_json::from_slice(&got).expect("a whole JSON list");
+    no_internal_names(&out);
+    assert_eq!(out["kind"], "VirtualMachineList");
+    assert_eq!(out["apiVersion"], "kubevirt.io/v1");
+    assert_eq!(
+        out["items"].as_array().map(Vec::len),
+        v["items"].as_array().map(Vec::len)
+    );
+    assert_eq!(out["items"][0]["kind"], "VirtualMachine");
+}
+
+/// Where item `i` of a LIST body starts.
+fn item_offset(list: &[u8], i: usize) -> usize {
+    #[derive(serde::Deserialize)]
+    struct Items<'a> {
+        #[serde(borrow)]
+        items: Vec<&'a serde_json::value::RawValue>,
+    }
+    let parsed: Items<'_> = serde_json::from_slice(list).expect("list");
+    parsed.items[i].get().as_ptr() as usize - list.as_ptr() as usize
+}
+
+#[tokio::test]
+async fn watch_events_leave_one_by_one_as_they_arrive() {
+    let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+    let pending = call(
+        &mut svc,
+        get(
+            "/apis/kubevirt.io/v1/namespaces/demo/virtualmachines?watch=true&labelSelector=kubevirt.io%2Fcreated-by%3Dx",
+        ),
+    );
+    let (req, send) = handle.next_request().await.expect("request");
+    assert_eq!(req.uri().path(), VMS_UP);
+    let q = req.uri().query().expect("query");
+    assert!(
+        q.contains("labelSelector=kubevirt.internal.virtualization.deckhouse.io%2Fcreated-by%3Dx"),
+        "selector renamed: {q}"
+    );
+    let (mut tx, resp) = streamed_response();
+    send.send_response(resp);
+    let mut body = pending.await.expect("task").expect("response").into_body();
+
+    let events = capture("watch-vm-events.json");
+    let lines: Vec<&[u8]> = events.split_inclusive(|&b| b == b'\n').collect();
+    assert!(lines.len() >= 5, "capture has events");
+    for line in lines {
+        let upstream: Value = serde_json::from_slice(line).expect("event");
+        tx.send(Ok(http_body::Frame::data(Bytes::copy_from_slice(line))))
+            .await
+            .expect("send");
+        // The restored event arrives before the next one is sent.
+        let f = next_frame(&mut body).await.expect("event frame");
+        let ev: Value = serde_json::from_slice(&f).expect("one whole event");
+        assert_eq!(ev["type"], upstream["type"]);
+        no_internal_names(&ev["object"]);
+        if ev["type"] != "BOOKMARK" {
+            assert_eq!(ev["object"]["kind"], "VirtualMachine");
+        }
+    }
+    drop(tx);
+    assert!(
+        next_frame(&mut body).await.is_none(),
+        "the watch ends when upstream ends"
+    );
+}
+
+#[tokio::test]
+async fn every_patch_type_is_renamed_before_the_inner_service() {
+    let cases = [
+        (
+            "application/json-patch+json",
+            r#"[{"op":"add","path":"/metadata/labels/kubevirt.io~1flag","value":"on"}]"#,
+            "kubevirt.internal.virtualization.deckhouse.io~1flag",
+        ),
+        (
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":{"kubevirt.io/flag":"on"}}}"#,
+            "kubevirt.internal.virtualization.deckhouse.io/flag",
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            r#"{"metadata":{"finalizers":["kubevirt.io/virtualMachineControllerFinalize"]}}"#,
+            "kubevirt.internal.virtualization.deckhouse.io/virtualMachineControllerFinalize",
+        ),
+        (
+            "application/apply-patch+yaml",
+            "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: vm1\n  labels:\n    kubevirt.io/flag: \"on\"\n",
+            "InternalVirtualizationVirtualMachine",
+        ),
+    ];
+    for (ct, patch, want) in cases {
+        let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+        let pending = call(
+            &mut svc,
+            with_body(
+                Method::PATCH,
+                "/apis/kubevirt.io/v1/namespaces/demo/virtualmachines/vm1",
+                ct,
+                patch,
+            ),
+        );
+        let (req, send) = handle.next_request().await.expect("request");
+        assert_eq!(req.uri().path(), format!("{VMS_UP}/vm1"), "{ct}");
+        let declared: usize = req.headers()[header::CONTENT_LENGTH]
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("length");
+        let up = body_of(req).await;
+        assert_eq!(
+            declared,
+            up.len(),
+            "{ct}: Content-Length matches the rewritten body"
+        );
+        let up = String::from_utf8(up.to_vec()).expect("utf-8");
+        assert!(up.contains(want), "{ct}: {up}");
+        assert!(!up.contains("kubevirt.io/"), "{ct}: original name left: {up}");
+        send.send_response(json_response(200, capture("vm-patch-merge.json")));
+        let (status, v) = read_all(pending.await.expect("task").expect("response")).await;
+        assert_eq!(status, 200, "{ct}");
+        no_internal_names(&v);
+    }
+}
+
+fn cdi_rules() -> Rules {
+    let doc: Value =
+        serde_json::from_slice(&testdata("rules/kubevirt-rules-intree-with-cdi.json")).expect("json");
+    let text = serde_json::to_string(&doc["rewriteRules_json"]).expect("rules");
+    Rules::parse(&[Source {
+        name: "kubevirt-rules-intree-with-cdi.json",
+        text: &text,
+    }])
+    .expect("rules load")
+}
+
+fn pvc(name: &str, managed_by: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": name, "namespace": "demo", "labels": {"app.kubernetes.io/managed-by": managed_by}},
+           "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+}
+
+#[tokio::test]
+async fn excluded_objects_are_hidden_from_lists_and_single_gets() {
+    let layer = RewriteLayer::new(Arc::new(cdi_rules()));
+    let (mut svc, mut handle) = layer_with(layer.clone());
+    let pending = call(&mut svc, get("/api/v1/namespaces/demo/persistentvolumeclaims"));
+    let (_, send) = handle.next_request().await.expect("request");
+    let list = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaimList", "metadata": {"resourceVersion": "7"},
+                      "items": [pvc("mine", "helm"), pvc("cdi-scratch", "cdi-controller"), pvc("other", "kubectl")]});
+    send.send_response(json_response(200, serde_json::to_vec(&list).expect("json")));
+    let (status, v) = read_all(pending.await.expect("task").expect("response")).await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = v["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["mine", "other"]);
+
+    let (mut svc, mut handle) = layer_with(layer);
+    let pending = call(
+        &mut svc,
+        get("/api/v1/namespaces/demo/persistentvolumeclaims/cdi-scratch"),
+    );
+    let (_, send) = handle.next_request().await.expect("request");
+    send.send_response(json_response(
+        200,
+        serde_json::to_vec(&pvc("cdi-scratch", "cdi-controller")).expect("json"),
+    ));
+    let (status, v) = read_all(pending.await.expect("task").expect("response")).await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        (v["kind"].as_str(), v["code"].as_u64()),
+        (Some("Status"), Some(404))
+    );
+}
+
+/// A request the layer answers itself: the inner service never sees it.
+async fn refused(layer: RewriteLayer, req: Request<Full<Bytes>>) -> (StatusCode, Value) {
+    let (mut svc, mut handle) = layer_with(layer);
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(10), svc.call(req))
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the layer forwarded it: {:?}",
+                futures::FutureExt::now_or_never(handle.next_request())
+                    .flatten()
+                    .map(|(r, _)| r)
+            )
+        })
+        .expect("answered, not failed");
+    assert!(
+        futures::poll!(Box::pin(handle.next_request())).is_pending(),
+        "nothing reached the inner service"
+    );
+    let (status, v) = read_all(resp).await;
+    assert_eq!(v["kind"], "Status", "{v}");
+    assert_eq!(v["code"].as_u64(), Some(u64::from(status.as_u16())), "{v}");
+    (status, v)
+}
+
+#[tokio::test]
+async fn bodies_the_rules_cannot_rewrite_get_a_status() {
+    let vms = "/apis/kubevirt.io/v1/namespaces/demo/virtualmachines";
+    let (status, v) = refused(
+        RewriteLayer::kubevirt(),
+        with_body(
+            Method::POST,
+            vms,
+            "application/json",
+            r#"{"apiVersion":"kubevirt.io/v1","kind":"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(
+        v["message"]
+            .as_str()
+            .expect("message")
+            .contains("cannot be rewritten"),
+        "{v}"
+    );
+
+    let proto = with_body(Method::POST, vms, "application/cbor", "\u{a0}");
+    let (status, v) = refused(RewriteLayer::kubevirt(), proto).await;
+    assert_eq!(status, 415, "{v}");
+    assert_eq!(v["reason"], "UnsupportedMediaType");
+
+    let mut gz = with_body(Method::POST, vms, "application/json", "\x1f\u{8b}");
+    gz.headers_mut()
+        .insert(header::CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
+    let (status, _) = refused(RewriteLayer::kubevirt(), gz).await;
+    assert_eq!(status, 415);
+}
+
+#[tokio::test]
+async fn the_body_limit_holds_declared_or_not() {
+    let small = RewriteLayer::kubevirt().with_limits(Limits { max_request_body: 64 });
+    let vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "metadata": {"name": "big", "annotations": {"a": "x".repeat(200)}}})
+    .to_string();
+    let vms = "/apis/kubevirt.io/v1/namespaces/demo/virtualmachines";
+    let (status, v) = refused(
+        small.clone(),
+        with_body(Method::POST, vms, "application/json", &vm),
+    )
+    .await;
+    assert_eq!(status, 413);
+    assert_eq!(v["reason"], "RequestEntityTooLarge");
+
+    // No Content-Length: the limit applies while reading.
+    let mut req = with_body(Method::POST, vms, "application/json", &vm);
+    req.headers_mut().remove(header::CONTENT_LENGTH);
+    let (status, _) = refused(small.clone(), req).await;
+    assert_eq!(status, 413);
+
+    // Under the limit, the same layer forwards.
+    let (mut svc, mut handle) = layer_with(small);
+    let pending = call(
+        &mut svc,
+        with_body(
+            Method::POST,
+            vms,
+            "application/json",
+            r#"{"kind":"VirtualMachine"}"#,
+        ),
+    );
+    let (req, send) = handle.next_request().await.expect("forwarded");
+    assert_eq!(req.uri().path(), VMS_UP);
+    send.send_response(json_response(201, capture("vm-create-201.json")));
+    let (status, v) = read_all(pending.await.expect("task").expect("response")).await;
+    assert_eq!(status, 201);
+    no_internal_names(&v);
+}
+
+#[tokio::test]
+async fn untouched_resources_pass_through_unchanged() {
+    let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/demo/leases/l?resourceVersion=0";
+    let pending = call(&mut svc, get(lease));
+    let (req, send) = handle.next_request().await.expect("request");
+    assert_eq!(req.uri().to_string(), lease);
+    let cm = br#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l","labels":{"kubevirt.io/x":"1"}},"spec":{}}"#;
+    send.send_response(json_response(200, cm.to_vec()));
+    let resp = pending.await.expect("task").expect("response");
+    let b = resp.into_body().collect().await.expect("body").to_bytes();
+    assert_eq!(&b[..], &cm[..], "byte for byte");
+}
+
+#[tokio::test]
+async fn inner_service_errors_are_passed_on() {
+    let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+    let pending = call(&mut svc, get("/apis/kubevirt.io/v1/virtualmachines"));
+    let (_, send) = handle.next_request().await.expect("request");
+    send.send_error(std::io::Error::other("connection refused"));
+    let err = pending.await.expect("task").expect_err("the inner error");
+    assert!(err.to_string().contains("connection refused"), "{err}");
+}
