@@ -22,9 +22,11 @@ use crate::shutdown::Watch;
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
+/// use kube_api_rewriter::rules::Source;
 /// use kube_api_rewriter_layer::{Limits, RewriteLayer, Rules};
 ///
-/// let rules = Rules::load(&["rules/kubevirt.yaml"])?;
+/// let text = std::fs::read_to_string("rules/kubevirt.yaml")?;
+/// let rules = Rules::parse(&[Source { name: "rules/kubevirt.yaml", text: &text }])?;
 /// let layer = RewriteLayer::new(Arc::new(rules)).with_limits(Limits { max_request_body: 1 << 20 });
 /// let client = kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
 ///     .with_layer(&layer)
