@@ -61,9 +61,26 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     res
 }
 
+/// Warnings about settings that work but deserve attention.
+fn warn_settings(cfg: &Config) {
+    if let Some(a) = cfg.client_proxy
+        && !a.ip().is_loopback()
+    {
+        tracing::warn!(address = %a, "the API proxy listens on a non-loopback address: whoever reaches it uses the proxy's credentials");
+    }
+    if let Some(p) = &cfg.pprof_bind_address {
+        tracing::warn!(address = %p, "PPROF_BIND_ADDRESS is set: there is no pprof in this build (Go-only); nothing listens there. Profile with perf or tokio-console instead");
+    }
+}
+
 /// Starts everything and returns when all listeners have stopped after `shutdown` fired.
 pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
     crate::tls::install_default_provider();
+    match crate::rlimit::raise_nofile() {
+        Ok((soft, _)) => tracing::debug!(open_files = ?soft, "RLIMIT_NOFILE soft limit at the hard limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the RLIMIT_NOFILE soft limit"),
+    }
+    warn_settings(&cfg);
     let rules = Arc::new(load_rules(&cfg)?);
     let metrics = Metrics::new();
     let mut tasks = Vec::new();
@@ -71,10 +88,16 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         name,
         header_read_timeout: cfg.header_read_timeout,
         shutdown_timeout: cfg.shutdown_timeout,
+        max_connections: cfg.max_connections,
     };
 
     let api_upstream = match cfg.client_proxy {
-        Some(_) => Some(Arc::new(Upstream::kube(&cfg.upstream).await.map_err(start_err)?)),
+        Some(_) => Some(Arc::new(
+            Upstream::kube(&cfg.upstream)
+                .await
+                .map_err(start_err)?
+                .with_dropped_client_impersonation(cfg.drop_impersonation_headers),
+        )),
         None => None,
     };
     let readiness = Readiness::new(cfg.readyz_stale_after);
@@ -117,7 +140,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             rules: Arc::clone(&rules),
             upstream: Arc::clone(up),
             metrics: Arc::clone(&metrics),
-            max_request_body: cfg.max_request_body,
+            limits: cfg.limits(),
             upstream_timeout: cfg.upstream_response_timeout,
             shutdown: shutdown.watch(),
         });
@@ -138,7 +161,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             rules: Arc::clone(&rules),
             upstream: up,
             metrics: Arc::clone(&metrics),
-            max_request_body: cfg.max_request_body,
+            limits: cfg.limits(),
             upstream_timeout: cfg.upstream_response_timeout,
             shutdown: shutdown.watch(),
         });
@@ -166,6 +189,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         };
         let mut o = opts("monitoring");
         o.shutdown_timeout = std::time::Duration::from_secs(1);
+        o.max_connections = cfg.monitoring_max_connections;
         tasks.push(tokio::spawn(server::serve(l, None, h, o, shutdown.watch())));
     }
     if tasks.is_empty() {

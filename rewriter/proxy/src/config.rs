@@ -17,6 +17,10 @@ pub struct ProxyArgs {
     /// `no` disables the API client proxy.
     #[arg(long, env = "CLIENT_PROXY", default_value = "yes")]
     pub client_proxy: String,
+    /// `yes` drops client `Impersonate-*` headers on requests sent with the proxy's credentials
+    /// when the kubeconfig sets no impersonation (a kubeconfig's `as:` always replaces them).
+    #[arg(long, env = "DROP_IMPERSONATION_HEADERS", default_value = "no")]
+    pub drop_impersonation_headers: String,
     /// Listen address of the API client proxy (plain HTTP).
     #[arg(long, env = "CLIENT_PROXY_ADDRESS", default_value = "127.0.0.1")]
     pub client_proxy_address: String,
@@ -56,6 +60,10 @@ pub struct ProxyArgs {
     /// Metrics and health listener (`host:port`, `:port` for all addresses; empty disables).
     #[arg(long, env = "MONITORING_BIND_ADDRESS", default_value = ":9090")]
     pub monitoring_bind_address: String,
+    /// Go's pprof listener (set by Deckhouse in debug builds): not available here; a warning at
+    /// start says so.
+    #[arg(long, env = "PPROF_BIND_ADDRESS")]
+    pub pprof_bind_address: Option<String>,
     /// Rule file (YAML or JSON); unset: the built-in KubeVirt rules.
     #[arg(long, env = "RULES_PATH")]
     pub rules_path: Option<PathBuf>,
@@ -71,6 +79,13 @@ pub struct ProxyArgs {
     /// Largest request body accepted, in bytes (larger: 413).
     #[arg(long, env = "MAX_REQUEST_BODY_BYTES", default_value = "3145728")]
     pub max_request_body_bytes: String,
+    /// Largest single LIST item or WATCH event, in bytes (larger: the response ends with a
+    /// `Status`; default 64 MiB).
+    #[arg(long, env = "MAX_ITEM_BYTES", default_value = "67108864")]
+    pub max_item_bytes: String,
+    /// Largest response read whole, after gzip decoding, in bytes (larger: 502; default 256 MiB).
+    #[arg(long, env = "MAX_RESPONSE_BYTES", default_value = "268435456")]
+    pub max_response_bytes: String,
     /// Time a client has to send the request headers (e.g. `30s`).
     #[arg(long, env = "HEADER_READ_TIMEOUT", default_value = "30s")]
     pub header_read_timeout: String,
@@ -80,6 +95,13 @@ pub struct ProxyArgs {
     /// Time in-flight requests get to finish after SIGTERM (e.g. `20s`).
     #[arg(long, env = "SHUTDOWN_TIMEOUT", default_value = "20s")]
     pub shutdown_timeout: String,
+    /// Open connections at most on the API proxy listener and on the webhook listener (each);
+    /// at the cap the oldest connection without a complete request is closed for a new one.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value = "2048")]
+    pub max_connections: String,
+    /// Open connections at most on the monitoring listener.
+    #[arg(long, env = "MONITORING_MAX_CONNECTIONS", default_value = "64")]
+    pub monitoring_max_connections: String,
     /// How often upstream `/readyz` is polled.
     #[arg(long, env = "READYZ_POLL_INTERVAL", default_value = "1s")]
     pub readyz_poll_interval: String,
@@ -172,33 +194,56 @@ pub struct Config {
     pub client_proxy: Option<SocketAddr>,
     /// kube-apiserver.
     pub upstream: UpstreamSource,
+    /// Drop client `Impersonate-*` headers without kubeconfig impersonation.
+    pub drop_impersonation_headers: bool,
     /// The webhook proxy, when enabled.
     pub webhook: Option<WebhookConfig>,
     /// Monitoring listen address, `None` when disabled.
     pub monitoring: Option<SocketAddr>,
     /// Rule file; `None` for the built-in rules.
     pub rules_path: Option<PathBuf>,
+    /// `PPROF_BIND_ADDRESS` as given (warned about at start).
+    pub pprof_bind_address: Option<String>,
     /// Logging.
     pub log: LogConfig,
     /// Request body limit in bytes.
     pub max_request_body: usize,
+    /// Largest LIST item or WATCH event in bytes.
+    pub max_item: usize,
+    /// Largest response read whole in bytes.
+    pub max_response: usize,
     /// Header read timeout.
     pub header_read_timeout: Duration,
     /// Upstream response header timeout.
     pub upstream_response_timeout: Duration,
     /// Shutdown deadline.
     pub shutdown_timeout: Duration,
+    /// Connection cap of the API and webhook listeners (each).
+    pub max_connections: usize,
+    /// Connection cap of the monitoring listener.
+    pub monitoring_max_connections: usize,
     /// Readiness poll interval.
     pub readyz_poll_interval: Duration,
     /// Readiness staleness limit.
     pub readyz_stale_after: Duration,
 }
 
+impl Config {
+    /// The limits of the shared rewriting path.
+    pub fn limits(&self) -> kube_api_rewriter_layer::Limits {
+        kube_api_rewriter_layer::Limits {
+            max_request_body: self.max_request_body,
+            max_item: self.max_item,
+            max_response: self.max_response,
+        }
+    }
+}
+
 impl ProxyArgs {
     /// Checks every setting; the first bad one is the error.
     pub fn resolve(&self) -> Result<Config, ConfigError> {
-        let client_proxy = match self.client_proxy.trim() {
-            "no" => None,
+        let client_proxy = match flag("CLIENT_PROXY", &self.client_proxy)? {
+            Some(false) => None,
             _ => Some(SocketAddr::new(
                 ip("CLIENT_PROXY_ADDRESS", &self.client_proxy_address)?,
                 port("CLIENT_PROXY_PORT", &self.client_proxy_port)?,
@@ -325,25 +370,59 @@ impl ProxyArgs {
         Ok(Config {
             client_proxy,
             upstream,
+            drop_impersonation_headers: flag("DROP_IMPERSONATION_HEADERS", &self.drop_impersonation_headers)?
+                .unwrap_or(false),
             webhook,
             monitoring,
             rules_path: self.rules_path.clone().filter(|p| !p.as_os_str().is_empty()),
+            pprof_bind_address: self.pprof_bind_address.clone().filter(|p| !p.trim().is_empty()),
             log: LogConfig {
                 level,
                 format,
                 output,
             },
             max_request_body,
+            max_item: count("MAX_ITEM_BYTES", &self.max_item_bytes)?,
+            max_response: count("MAX_RESPONSE_BYTES", &self.max_response_bytes)?,
             header_read_timeout: duration("HEADER_READ_TIMEOUT", &self.header_read_timeout)?,
             upstream_response_timeout: duration(
                 "UPSTREAM_RESPONSE_TIMEOUT",
                 &self.upstream_response_timeout,
             )?,
             shutdown_timeout: duration("SHUTDOWN_TIMEOUT", &self.shutdown_timeout)?,
+            max_connections: count("MAX_CONNECTIONS", &self.max_connections)?,
+            monitoring_max_connections: count(
+                "MONITORING_MAX_CONNECTIONS",
+                &self.monitoring_max_connections,
+            )?,
             readyz_poll_interval: duration("READYZ_POLL_INTERVAL", &self.readyz_poll_interval)?,
             readyz_stale_after: duration("READYZ_STALE_AFTER", &self.readyz_stale_after)?,
         })
     }
+}
+
+/// A yes/no setting in the spellings Go's `strconv.ParseBool` and the Go sidecar accept
+/// (`yes`/`no`, `true`/`false`, `1`/`0`, `t`/`f`, `on`/`off`, any case): `Some(None)` when
+/// empty, `None` when not a yes/no value.
+pub fn parse_flag(v: &str) -> Option<Option<bool>> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" => Some(None),
+        "yes" | "y" | "true" | "t" | "1" | "on" => Some(Some(true)),
+        "no" | "n" | "false" | "f" | "0" | "off" => Some(Some(false)),
+        _ => None,
+    }
+}
+
+fn flag(name: &'static str, v: &str) -> Result<Option<bool>, ConfigError> {
+    parse_flag(v).ok_or_else(|| bad(name, v, "expected yes or no (true/false, 1/0, on/off)"))
+}
+
+fn count(name: &'static str, v: &str) -> Result<usize, ConfigError> {
+    v.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| bad(name, v, "expected a positive number"))
 }
 
 fn ip(name: &'static str, v: &str) -> Result<IpAddr, ConfigError> {
@@ -476,6 +555,43 @@ mod tests {
                 .client_proxy
                 .is_none()
         );
+    }
+
+    #[test]
+    fn client_proxy_spellings() {
+        for off in ["no", "NO", "false", "False", "0", "f", "off"] {
+            let c = args(&["--client-proxy", off]).resolve().expect("valid");
+            assert!(c.client_proxy.is_none(), "{off}");
+        }
+        for on in ["yes", "true", "TRUE", "1", "t", "on", ""] {
+            let c = args(&["--client-proxy", on]).resolve().expect("valid");
+            assert!(c.client_proxy.is_some(), "{on}");
+        }
+        let e = args(&["--client-proxy", "maybe"]).resolve().expect_err("bad");
+        assert!(e.to_string().starts_with("CLIENT_PROXY="), "{e}");
+    }
+
+    #[test]
+    fn hardening_settings() {
+        let c = args(&[]).resolve().expect("valid");
+        assert_eq!((c.max_connections, c.monitoring_max_connections), (2048, 64));
+        assert!(!c.drop_impersonation_headers);
+        assert!(c.pprof_bind_address.is_none());
+        let c = args(&[
+            "--max-connections",
+            "10",
+            "--drop-impersonation-headers",
+            "true",
+            "--pprof-bind-address",
+            ":8129",
+        ])
+        .resolve()
+        .expect("valid");
+        assert_eq!(c.max_connections, 10);
+        assert!(c.drop_impersonation_headers);
+        assert_eq!(c.pprof_bind_address.as_deref(), Some(":8129"));
+        let e = args(&["--max-connections", "0"]).resolve().expect_err("zero");
+        assert!(e.to_string().starts_with("MAX_CONNECTIONS="), "{e}");
     }
 
     #[test]
