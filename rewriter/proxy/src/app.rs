@@ -9,6 +9,7 @@ use kube_api_rewriter::rules::Source;
 use crate::config::Config;
 use crate::health::{self, Readiness};
 use crate::metrics::Metrics;
+use crate::monauth::MonitoringAuth;
 use crate::proxy::Proxy;
 use crate::server::{self, ServeOptions};
 use crate::shutdown::{self, Shutdown};
@@ -91,14 +92,14 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         max_connections: cfg.max_connections,
     };
 
-    let api_upstream = match cfg.client_proxy {
-        Some(_) => Some(Arc::new(
+    let api_upstream = match (cfg.client_proxy, &cfg.monitoring_auth) {
+        (None, None) => None,
+        _ => Some(Arc::new(
             Upstream::kube(&cfg.upstream)
                 .await
                 .map_err(start_err)?
                 .with_dropped_client_impersonation(cfg.drop_impersonation_headers),
         )),
-        None => None,
     };
     let readiness = Readiness::new(cfg.readyz_stale_after);
 
@@ -132,6 +133,10 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         None => None,
     };
 
+    let monitoring_auth = match (&cfg.monitoring_auth, &api_upstream) {
+        (Some(attrs), Some(up)) => Some(MonitoringAuth::new(Arc::clone(up), attrs.clone())),
+        _ => None,
+    };
     if let (Some(up), Some(l)) = (&api_upstream, api_listener) {
         readiness.spawn_poller(Arc::clone(up), cfg.readyz_poll_interval, shutdown.watch());
         let proxy = Arc::new(Proxy {
@@ -175,7 +180,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             shutdown.watch(),
         )));
     }
-    if api_upstream.is_none() {
+    if cfg.client_proxy.is_none() {
         // Nothing to poll: readiness rests on the rules alone.
         readiness.force_ready();
     }
@@ -183,9 +188,18 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         tracing::info!(address = %l.local_addr().map_err(start_err)?, "monitoring listening");
         let m = Arc::clone(&metrics);
         let r = Arc::clone(&readiness);
+        let auth = monitoring_auth.clone();
         let h = move |req: http::Request<hyper::body::Incoming>| {
-            let resp = health::handle(&m, &r, &req);
-            async move { resp }
+            let (m, r, auth) = (Arc::clone(&m), Arc::clone(&r), auth.clone());
+            async move {
+                if let Some(auth) = auth
+                    && matches!(req.uri().path(), "/metrics" | "/metrics/")
+                    && let Some(refused) = health::refuse(auth.check(req.headers()).await)
+                {
+                    return refused;
+                }
+                health::handle(&m, &r, &req)
+            }
         };
         let mut o = opts("monitoring");
         o.shutdown_timeout = std::time::Duration::from_secs(1);

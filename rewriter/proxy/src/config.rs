@@ -64,6 +64,10 @@ pub struct ProxyArgs {
     /// start says so.
     #[arg(long, env = "PPROF_BIND_ADDRESS")]
     pub pprof_bind_address: Option<String>,
+    /// `/metrics` requires a bearer token allowed these SubjectAccessReview resource attributes
+    /// (JSON: namespace, verb, group, version, resource, name, optional subresource).
+    #[arg(long, env = "MONITORING_AUTH")]
+    pub monitoring_auth: Option<String>,
     /// Rule file (YAML or JSON); unset: the built-in KubeVirt rules.
     #[arg(long, env = "RULES_PATH")]
     pub rules_path: Option<PathBuf>,
@@ -200,6 +204,8 @@ pub struct Config {
     pub webhook: Option<WebhookConfig>,
     /// Monitoring listen address, `None` when disabled.
     pub monitoring: Option<SocketAddr>,
+    /// What `/metrics` requires of a bearer token, when set.
+    pub monitoring_auth: Option<crate::monauth::ResourceAttributes>,
     /// Rule file; `None` for the built-in rules.
     pub rules_path: Option<PathBuf>,
     /// `PPROF_BIND_ADDRESS` as given (warned about at start).
@@ -316,6 +322,16 @@ impl ProxyArgs {
             "" => None,
             a => Some(bind_address("MONITORING_BIND_ADDRESS", a)?),
         };
+        let monitoring_auth = match self.monitoring_auth.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(v) => Some(crate::monauth::ResourceAttributes::parse(v).map_err(|e| {
+                bad(
+                    "MONITORING_AUTH",
+                    v,
+                    format!("expected a JSON object of resource attributes: {e}"),
+                )
+            })?),
+        };
         let level = match self.log_level.trim().to_ascii_lowercase().as_str() {
             "error" => tracing::Level::ERROR,
             "warn" | "warning" => tracing::Level::WARN,
@@ -374,6 +390,7 @@ impl ProxyArgs {
                 .unwrap_or(false),
             webhook,
             monitoring,
+            monitoring_auth,
             rules_path: self.rules_path.clone().filter(|p| !p.as_os_str().is_empty()),
             pprof_bind_address: self.pprof_bind_address.clone().filter(|p| !p.trim().is_empty()),
             log: LogConfig {

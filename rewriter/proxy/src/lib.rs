@@ -7,7 +7,7 @@
 //! * [`proxy`]: the request handler shared by the API proxy and the webhook proxy.
 //! * [`webhook`]: the webhook proxy's target and TLS listener.
 //! * [`tls`]: server certificates that reload when their files change.
-//! * [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`; [`labels`]: bounded label values.
+//! * [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`; [`monauth`]: `MONITORING_AUTH`; [`labels`]: bounded label values.
 //! * [`rlimit`]: the open-file limit raised at start.
 //! * [`shutdown`], [`server`], [`app`]: signals, accept loops and start-up; [`conns`]: the
 //!   connection cap of a listener.
@@ -18,6 +18,7 @@ pub mod conns;
 pub mod health;
 pub mod labels;
 pub mod metrics;
+pub mod monauth;
 pub mod proxy;
 pub mod rlimit;
 pub mod server;

@@ -253,7 +253,44 @@ fn hostile_clients_against_kube_apiserver() {
         keep(&p);
     };
 
+    // MONITORING_AUTH: /metrics needs a token kube-apiserver accepts (TokenReview) whose user
+    // may `get` the named resource (SubjectAccessReview); health endpoints stay open.
+    let monitoring_auth = || {
+        let attrs = r#"{"namespace":"default","verb":"get","group":"","version":"v1","resource":"services","name":"metrics"}"#;
+        let p = start(&cp, &admin, &[("MONITORING_AUTH", attrs)]);
+        let code = |path: &str, token: Option<&str>| {
+            let auth = token.map(|t| format!("Authorization: Bearer {t}"));
+            let url = p.mon(path);
+            let mut args = vec!["-s", "-o", "/dev/null", "-w", "%{http_code}"];
+            if let Some(a) = &auth {
+                args.extend_from_slice(&["-H", a]);
+            }
+            args.push(&url);
+            ok(&curl(&args))
+        };
+        assert_eq!(code("/metrics", None), "401");
+        assert_eq!(code("/metrics", Some("not-a-token")), "401");
+        assert_eq!(code("/metrics", Some(cp.get("USER1_TOKEN"))), "403");
+        assert_eq!(code("/metrics", Some(cp.get("ADMIN_TOKEN"))), "200");
+        // Cached: the same answers again.
+        assert_eq!(code("/metrics", Some(cp.get("USER1_TOKEN"))), "403");
+        assert_eq!(code("/metrics", Some(cp.get("ADMIN_TOKEN"))), "200");
+        assert_eq!(code("/healthz", None), "200");
+        p.wait_until(std::time::Duration::from_secs(10), |p| p.readyz() == "200");
+        keep(&p);
+        // A bad setting stops start-up, naming it.
+        let o = std::process::Command::new(rewriter_bin())
+            .env("MONITORING_AUTH", r#"{"verb":"get"}"#)
+            .env("KUBECONFIG", &admin)
+            .output()
+            .expect("runs");
+        assert!(!o.status.success());
+        let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        assert!(out.contains("MONITORING_AUTH"), "{out}");
+    };
+
     run_cases(&[
+        ("monitoring_auth", &monitoring_auth),
         ("bounded_labels", &bounded_labels),
         ("chunked_body_limit", &chunked_body_limit),
         ("impersonation_fixed", &impersonation_fixed),
