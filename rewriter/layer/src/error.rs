@@ -40,6 +40,9 @@ pub enum Error {
     /// The rewritten path makes no URI: 400.
     #[error("invalid path: {0}")]
     InvalidPath(String),
+    /// Nothing is served at this path: 404.
+    #[error("the server could not find the requested resource: {0}")]
+    NotFound(String),
     /// Upstream could not be reached or failed the request: 503.
     #[error("upstream is unavailable: {0}")]
     Unavailable(String),
@@ -72,6 +75,7 @@ impl Error {
             Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::ReadBody(_) | Error::Body(_) | Error::InvalidPath(_) => StatusCode::BAD_REQUEST,
             Error::EncodedBody | Error::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Timeout(_) | Error::UpgradeTimeout => StatusCode::GATEWAY_TIMEOUT,
             Error::ResponseTooLarge { .. } | Error::ItemTooLarge { .. } => StatusCode::BAD_GATEWAY,
@@ -84,6 +88,7 @@ impl Error {
             Error::BodyTooLarge { .. } => "RequestEntityTooLarge",
             Error::ReadBody(_) | Error::Body(_) | Error::InvalidPath(_) => "BadRequest",
             Error::EncodedBody | Error::UnsupportedMediaType { .. } => "UnsupportedMediaType",
+            Error::NotFound(_) => "NotFound",
             Error::Unavailable(_) => "ServiceUnavailable",
             Error::Timeout(_) | Error::UpgradeTimeout => "Timeout",
             Error::ResponseTooLarge { .. } | Error::ItemTooLarge { .. } => "InternalError",
@@ -168,6 +173,7 @@ mod tests {
             (Error::Unavailable("refused".into()), 503, "ServiceUnavailable"),
             (Error::Timeout(Duration::from_secs(1)), 504, "Timeout"),
             (Error::ItemTooLarge { limit: 1 }, 502, "InternalError"),
+            (Error::NotFound("/x".into()), 404, "NotFound"),
             (Error::ResponseTooLarge { limit: 1 }, 502, "InternalError"),
         ];
         for (e, code, reason) in cases {

@@ -148,6 +148,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             limits: cfg.limits(),
             upstream_timeout: cfg.upstream_response_timeout,
             shutdown: shutdown.watch(),
+            rule_paths_only: false,
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, "API proxy listening");
         let h = move |req| Arc::clone(&proxy).handle(req);
@@ -159,6 +160,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             shutdown.watch(),
         )));
     }
+    let w_rule_paths_only = cfg.webhook.as_ref().is_some_and(|w| w.rule_paths_only);
     if let Some((up, acc, l)) = webhook {
         let proxy = Arc::new(Proxy {
             name: "webhook",
@@ -169,6 +171,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             limits: cfg.limits(),
             upstream_timeout: cfg.upstream_response_timeout,
             shutdown: shutdown.watch(),
+            rule_paths_only: w_rule_paths_only,
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, tls = acc.is_some(), "webhook proxy listening");
         let h = move |req| Arc::clone(&proxy).handle(req);

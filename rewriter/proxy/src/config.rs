@@ -45,6 +45,10 @@ pub struct ProxyArgs {
     /// Private key of the webhook listener (PEM; reloaded when it changes).
     #[arg(long, env = "WEBHOOK_KEY_FILE")]
     pub webhook_key_file: Option<PathBuf>,
+    /// `yes`: the webhook listener serves only the paths the rules' `webhooks:` name (others
+    /// get 404); default: every path is forwarded, as Go does.
+    #[arg(long, env = "WEBHOOK_RULE_PATHS_ONLY", default_value = "no")]
+    pub webhook_rule_paths_only: String,
     /// Listen address of the webhook proxy (default 0.0.0.0).
     #[arg(long, env = "WEBHOOK_LISTEN_ADDRESS")]
     pub webhook_listen_address: Option<String>,
@@ -189,6 +193,8 @@ pub struct WebhookConfig {
     pub listen: SocketAddr,
     /// Listener certificate and key; `None` serves plain HTTP (as Go does).
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Only the paths the rules name are served.
+    pub rule_paths_only: bool,
 }
 
 /// Checked settings.
@@ -315,6 +321,8 @@ impl ProxyArgs {
                     ca_file: self.webhook_ca_file.clone(),
                     listen,
                     tls,
+                    rule_paths_only: flag("WEBHOOK_RULE_PATHS_ONLY", &self.webhook_rule_paths_only)?
+                        .unwrap_or(false),
                 })
             }
         };

@@ -46,6 +46,8 @@ pub struct Proxy {
     pub upstream_timeout: Duration,
     /// Shutdown, to end watches cleanly.
     pub shutdown: Watch,
+    /// Webhook proxy: answer 404 for paths no webhook rule names instead of forwarding them.
+    pub rule_paths_only: bool,
 }
 
 /// The proxy's own answer to a request it could not forward.
@@ -143,6 +145,10 @@ impl Proxy {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        let route = exchange.route();
+        if self.rule_paths_only && route.mode == ProxyMode::Webhook && route.webhook.is_none() {
+            return fail(Error::NotFound(route.path.clone()));
+        }
         if is_upgrade(req.headers()) && splices(exchange.route()) {
             let on_client = hyper::upgrade::on(&mut req);
             return self.upgrade(&exchange, req, on_client).await;

@@ -190,3 +190,65 @@ fn the_open_file_soft_limit_is_raised_to_the_hard_limit() {
     assert_ne!(v[3], "256", "{line}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A webhook server test double: answers every request `200 {}` and closes.
+fn webhook_double() -> u16 {
+    spawn_double(|mut s| async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut buf = vec![0u8; 64 << 10];
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = s
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+            .await;
+    })
+}
+
+#[test]
+fn the_webhook_listener_can_be_limited_to_the_rule_paths() {
+    let dir = temp_dir("conn-webhook");
+    let target = format!("http://127.0.0.1:{}", webhook_double());
+    let post = |port: u16, path: &str| {
+        ok(&curl(&[
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            "{}",
+            &format!("http://127.0.0.1:{port}{path}"),
+        ]))
+    };
+    let start = |only: &str| {
+        let port = free_port();
+        let p = ProxyProc::start(
+            &dir,
+            &[
+                ("CLIENT_PROXY", "no"),
+                ("WEBHOOK_ADDRESS", &target),
+                ("WEBHOOK_LISTEN_ADDRESS", "127.0.0.1"),
+                ("WEBHOOK_LISTEN_PORT", &port.to_string()),
+                ("WEBHOOK_RULE_PATHS_ONLY", only),
+            ],
+        );
+        (p, port)
+    };
+    // By default every path is forwarded, as Go does.
+    let (_p, port) = start("no");
+    assert_eq!(post(port, "/not-a-rule-path"), "200");
+    // Restricted: only the paths the rules name.
+    let (_q, port) = start("yes");
+    assert_eq!(post(port, "/not-a-rule-path"), "404");
+    let body = ok(&curl(&["-s", "-d", "{}", &format!("http://127.0.0.1:{port}/x")]));
+    assert!(body.contains(r#""reason":"NotFound""#), "{body}");
+    assert_eq!(post(port, "/kubevirt-validate-delete"), "200");
+    let _ = std::fs::remove_dir_all(&dir);
+}
