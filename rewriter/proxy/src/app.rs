@@ -69,6 +69,9 @@ fn warn_settings(cfg: &Config) {
     {
         tracing::warn!(address = %a, "the API proxy listens on a non-loopback address: whoever reaches it uses the proxy's credentials");
     }
+    if let Some(ip) = &cfg.pod_ip {
+        tracing::info!(pod_ip = %ip, "POD_IP is set; this proxy does not need it (listen addresses come from their own settings)");
+    }
     if let Some(p) = &cfg.pprof_bind_address {
         tracing::warn!(address = %p, "PPROF_BIND_ADDRESS is set: there is no pprof in this build (Go-only); nothing listens there. Profile with perf or tokio-console instead");
     }
@@ -149,6 +152,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             upstream_timeout: cfg.upstream_response_timeout,
             shutdown: shutdown.watch(),
             rule_paths_only: false,
+            stream_idle_timeout: cfg.stream_idle_timeout,
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, "API proxy listening");
         let h = move |req| Arc::clone(&proxy).handle(req);
@@ -172,6 +176,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             upstream_timeout: cfg.upstream_response_timeout,
             shutdown: shutdown.watch(),
             rule_paths_only: w_rule_paths_only,
+            stream_idle_timeout: cfg.stream_idle_timeout,
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, tls = acc.is_some(), "webhook proxy listening");
         let h = move |req| Arc::clone(&proxy).handle(req);

@@ -100,6 +100,14 @@ pub struct ProxyArgs {
     /// Time upstream has to send response headers (e.g. `90s`).
     #[arg(long, env = "UPSTREAM_RESPONSE_TIMEOUT", default_value = "90s")]
     pub upstream_response_timeout: String,
+    /// Upgraded connections (exec, attach, port-forward, proxy) end after this long without a
+    /// byte either way (the kubelet's streaming idle timeout).
+    #[arg(long, env = "STREAM_IDLE_TIMEOUT", default_value = "4h")]
+    pub stream_idle_timeout: String,
+    /// Go's sidecar reads it (Deckhouse sets it in webhook mode); this proxy has no use for it
+    /// and says so at start.
+    #[arg(long, env = "POD_IP")]
+    pub pod_ip: Option<String>,
     /// Time in-flight requests get to finish after SIGTERM (e.g. `20s`).
     #[arg(long, env = "SHUTDOWN_TIMEOUT", default_value = "20s")]
     pub shutdown_timeout: String,
@@ -230,6 +238,10 @@ pub struct Config {
     pub upstream_response_timeout: Duration,
     /// Shutdown deadline.
     pub shutdown_timeout: Duration,
+    /// Idle timeout of upgraded connections.
+    pub stream_idle_timeout: Duration,
+    /// `POD_IP` as given (noted at start, not used).
+    pub pod_ip: Option<String>,
     /// Connection cap of the API and webhook listeners (each).
     pub max_connections: usize,
     /// Connection cap of the monitoring listener.
@@ -415,6 +427,8 @@ impl ProxyArgs {
                 &self.upstream_response_timeout,
             )?,
             shutdown_timeout: duration("SHUTDOWN_TIMEOUT", &self.shutdown_timeout)?,
+            stream_idle_timeout: duration("STREAM_IDLE_TIMEOUT", &self.stream_idle_timeout)?,
+            pod_ip: self.pod_ip.clone().filter(|p| !p.trim().is_empty()),
             max_connections: count("MAX_CONNECTIONS", &self.max_connections)?,
             monitoring_max_connections: count(
                 "MONITORING_MAX_CONNECTIONS",

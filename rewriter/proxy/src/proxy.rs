@@ -19,6 +19,7 @@ use kube_api_rewriter::exchange::{ProxyMode, Route};
 use kube_api_rewriter_layer::headers::{is_upgrade, strip_hop_by_hop};
 use kube_api_rewriter_layer::{Body, BoxError, Error, Exchange, Limits, body};
 
+use crate::idle::Activity;
 use crate::metrics::{Common, DurationLabels, Metrics, ProxyMetrics, RequestLabels, ResultLabels};
 use crate::shutdown::Watch;
 use crate::upstream::Upstream;
@@ -46,6 +47,8 @@ pub struct Proxy {
     pub upstream_timeout: Duration,
     /// Shutdown, to end watches cleanly.
     pub shutdown: Watch,
+    /// Upgraded (spliced) connections end after this long without a byte either way.
+    pub stream_idle_timeout: Duration,
     /// Webhook proxy: answer 404 for paths no webhook rule names instead of forwarding them.
     pub rule_paths_only: bool,
 }
@@ -246,6 +249,7 @@ impl Proxy {
         let on_upstream = hyper::upgrade::on(&mut resp);
         let name = self.name;
         let path = route.path.clone();
+        let idle = self.stream_idle_timeout;
         tokio::spawn(async move {
             let (client, upstream) = match tokio::try_join!(on_client, on_upstream) {
                 Ok(pair) => pair,
@@ -254,13 +258,19 @@ impl Proxy {
                     return;
                 }
             };
-            let mut client = TokioIo::new(client);
-            let mut upstream = TokioIo::new(upstream);
-            match tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
-                Ok((up, down)) => {
-                    tracing::debug!(proxy = name, %path, up, down, "upgraded connection closed")
+            let activity = Activity::new();
+            let mut client = activity.wrap(TokioIo::new(client));
+            let mut upstream = activity.wrap(TokioIo::new(upstream));
+            tokio::select! {
+                r = tokio::io::copy_bidirectional(&mut client, &mut upstream) => match r {
+                    Ok((up, down)) => {
+                        tracing::debug!(proxy = name, %path, up, down, "upgraded connection closed")
+                    }
+                    Err(e) => tracing::debug!(proxy = name, %path, error = %e, "upgraded connection ended"),
+                },
+                () = activity.idle_for(idle) => {
+                    tracing::debug!(proxy = name, %path, ?idle, "upgraded connection idle; closed");
                 }
-                Err(e) => tracing::debug!(proxy = name, %path, error = %e, "upgraded connection ended"),
             }
         });
         let (p, _) = resp.into_parts();

@@ -257,6 +257,8 @@ impl Upstream {
             let mut http = HttpConnector::new();
             http.enforce_http(false);
             http.set_nodelay(true);
+            http.set_keepalive(Some(crate::server::KEEPALIVE_TIME));
+            http.set_keepalive_interval(Some(crate::server::KEEPALIVE_INTERVAL));
             http.set_connect_timeout(Some(Duration::from_secs(10)));
             let b = hyper_rustls::HttpsConnectorBuilder::new()
                 .with_tls_config(tls_config.clone())

@@ -304,6 +304,7 @@ fn with_upstream_double() {
             ("LOG_LEVEL", "info"),
             ("MAX_ITEM_BYTES", "16777216"),
             ("MAX_RESPONSE_BYTES", "33554432"),
+            ("STREAM_IDLE_TIMEOUT", "1s"),
         ],
     );
 
@@ -355,6 +356,11 @@ fn with_upstream_double() {
             s.read_exact(&mut echo).expect("echo");
             assert_eq!(echo, msg);
         }
+        // STREAM_IDLE_TIMEOUT (1 s here): the idle splice is closed by the proxy.
+        let mut rest = Vec::new();
+        let end = s.read_to_end(&mut rest);
+        assert!(end.is_ok(), "not closed: {end:?}");
+        assert!(rest.is_empty(), "{rest:?}");
     };
 
     let cut_mid_body = || {
