@@ -93,6 +93,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         header_read_timeout: cfg.header_read_timeout,
         shutdown_timeout: cfg.shutdown_timeout,
         max_connections: cfg.max_connections,
+        idle_timeout: cfg.connection_idle_timeout,
     };
 
     let api_upstream = match (cfg.client_proxy, &cfg.monitoring_auth) {

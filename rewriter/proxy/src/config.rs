@@ -100,6 +100,10 @@ pub struct ProxyArgs {
     /// Time upstream has to send response headers (e.g. `90s`).
     #[arg(long, env = "UPSTREAM_RESPONSE_TIMEOUT", default_value = "90s")]
     pub upstream_response_timeout: String,
+    /// A client connection (HTTP/1 keep-alive or HTTP/2) with no request in flight for this long
+    /// is closed.
+    #[arg(long, env = "CONNECTION_IDLE_TIMEOUT", default_value = "5m")]
+    pub connection_idle_timeout: String,
     /// Upgraded connections (exec, attach, port-forward, proxy) end after this long without a
     /// byte either way (the kubelet's streaming idle timeout).
     #[arg(long, env = "STREAM_IDLE_TIMEOUT", default_value = "4h")]
@@ -240,6 +244,8 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// Idle timeout of upgraded connections.
     pub stream_idle_timeout: Duration,
+    /// Idle timeout of client connections with no request in flight.
+    pub connection_idle_timeout: Duration,
     /// `POD_IP` as given (noted at start, not used).
     pub pod_ip: Option<String>,
     /// Connection cap of the API and webhook listeners (each).
@@ -428,6 +434,7 @@ impl ProxyArgs {
             )?,
             shutdown_timeout: duration("SHUTDOWN_TIMEOUT", &self.shutdown_timeout)?,
             stream_idle_timeout: duration("STREAM_IDLE_TIMEOUT", &self.stream_idle_timeout)?,
+            connection_idle_timeout: duration("CONNECTION_IDLE_TIMEOUT", &self.connection_idle_timeout)?,
             pod_ip: self.pod_ip.clone().filter(|p| !p.trim().is_empty()),
             max_connections: count("MAX_CONNECTIONS", &self.max_connections)?,
             monitoring_max_connections: count(

@@ -7,6 +7,8 @@
 //! * At most `max_connections` per listener ([`crate::conns`]): at the cap, the oldest
 //!   connection that has not yet sent a complete request is closed to admit the new one (none:
 //!   the new one is closed).
+//! * A connection with no request in flight for the idle timeout is closed (HTTP/1 keep-alive
+//!   and HTTP/2 alike; a watch is in flight until its body ends).
 //! * TCP keep-alive on accepted sockets.
 
 use std::convert::Infallible;
@@ -26,8 +28,9 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::conns::{Admit, Conns};
+use crate::idle::{Requests, TrackedBody};
 use crate::shutdown::Watch;
-use kube_api_rewriter_layer::Body;
+use kube_api_rewriter_layer::{Body, body};
 
 /// How connections are served.
 #[derive(Debug, Clone)]
@@ -40,6 +43,8 @@ pub struct ServeOptions {
     pub shutdown_timeout: Duration,
     /// Open connections at most.
     pub max_connections: usize,
+    /// A connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
 }
 
 /// TCP keep-alive probes: first after this much idle time, then every [`KEEPALIVE_INTERVAL`].
@@ -117,14 +122,21 @@ pub async fn serve<H, F>(
         let name = opts.name;
         tokio::spawn(async move {
             let requested = guard.requested();
+            let requests = Requests::new();
             let svc = {
                 let requested = Arc::clone(&requested);
+                let requests = requests.clone();
                 service_fn(move |req| {
                     requested.store(true, Ordering::Relaxed);
+                    let flight = requests.begin();
                     let h = handler.clone();
-                    async move { Ok::<_, Infallible>(h(req).await) }
+                    async move {
+                        let resp = h(req).await;
+                        Ok::<_, Infallible>(resp.map(|b| body::boxed(TrackedBody::new(b, flight))))
+                    }
                 })
             };
+            let idle = opts.idle_timeout;
             // No request within the header read timeout (nothing sent, part of the HTTP/2
             // preface, part of the headers, a stalled TLS handshake): the connection is closed.
             let first_request = {
@@ -173,6 +185,9 @@ pub async fn serve<H, F>(
                 r = conn => r,
                 () = first_request => {
                     return tracing::debug!(listener = name, %peer, "no complete request within the header read timeout; closed");
+                }
+                () = requests.idle_for(idle) => {
+                    return tracing::debug!(listener = name, %peer, ?idle, "no request in flight for the idle timeout; closed");
                 }
                 () = evicted => {
                     return tracing::debug!(listener = name, %peer, "closed to admit a new connection (at the connection limit, no complete request yet)");

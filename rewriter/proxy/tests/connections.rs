@@ -112,6 +112,30 @@ fn connections_without_a_request_are_closed_after_the_header_read_timeout() {
 }
 
 #[test]
+fn connections_without_a_request_in_flight_are_closed_after_the_idle_timeout() {
+    let dir = temp_dir("conn-idle");
+    let kc = nowhere_kubeconfig(&dir);
+    let p = ProxyProc::start(
+        &dir,
+        &[
+            ("KUBECONFIG", &kc),
+            ("HEADER_READ_TIMEOUT", "60s"),
+            ("CONNECTION_IDLE_TIMEOUT", "1s"),
+        ],
+    );
+    for port in [p.port, p.mon_port] {
+        let mut s = connect(port);
+        assert!(request(&mut s, "/healthz").starts_with("HTTP/1.1 "));
+        assert!(request(&mut s, "/healthz").starts_with("HTTP/1.1 "), "kept alive");
+        assert!(
+            closed_by_proxy(&mut s),
+            "port {port}: idle keep-alive connection still open"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn at_the_cap_the_oldest_connection_without_a_request_makes_room() {
     let dir = temp_dir("conn-cap");
     let kc = nowhere_kubeconfig(&dir);

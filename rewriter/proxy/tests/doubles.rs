@@ -305,6 +305,9 @@ fn with_upstream_double() {
             ("MAX_ITEM_BYTES", "16777216"),
             ("MAX_RESPONSE_BYTES", "33554432"),
             ("STREAM_IDLE_TIMEOUT", "1s"),
+            // Shorter than the 200 MB LIST, the late watch head and the stall: a request in
+            // flight keeps its connection.
+            ("CONNECTION_IDLE_TIMEOUT", "1s"),
         ],
     );
 
