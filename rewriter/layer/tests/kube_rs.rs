@@ -91,6 +91,7 @@ async fn scenario(cp: &ControlPlane) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let layer = RewriteLayer::kubevirt().with_limits(Limits {
         max_request_body: 64 << 10,
+        ..Limits::default()
     });
     let client = client(cp.kubeconfig(), &layer).await;
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine"));

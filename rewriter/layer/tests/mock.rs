@@ -417,7 +417,10 @@ async fn bodies_the_rules_cannot_rewrite_get_a_status() {
 
 #[tokio::test]
 async fn the_body_limit_holds_declared_or_not() {
-    let small = RewriteLayer::kubevirt().with_limits(Limits { max_request_body: 64 });
+    let small = RewriteLayer::kubevirt().with_limits(Limits {
+        max_request_body: 64,
+        ..Limits::default()
+    });
     let vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                     "metadata": {"name": "big", "annotations": {"a": "x".repeat(200)}}})
     .to_string();
@@ -453,6 +456,28 @@ async fn the_body_limit_holds_declared_or_not() {
     let (status, v) = read_all(pending.await.expect("task").expect("response")).await;
     assert_eq!(status, 201);
     no_internal_names(&v);
+}
+
+#[tokio::test]
+async fn a_streamed_body_over_the_limit_gets_413_on_pass_through_routes_too() {
+    // Leases are not rewritten: the body is streamed on under the limit, not read first.
+    let small = RewriteLayer::kubevirt().with_limits(Limits {
+        max_request_body: 64,
+        ..Limits::default()
+    });
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": "l", "annotations": {"a": "x".repeat(200)}}})
+    .to_string();
+    let mut req = with_body(
+        Method::POST,
+        "/apis/coordination.k8s.io/v1/namespaces/demo/leases",
+        "application/json",
+        &lease,
+    );
+    req.headers_mut().remove(header::CONTENT_LENGTH);
+    let (status, v) = refused(small, req).await;
+    assert_eq!(status, 413, "{v}");
+    assert_eq!(v["reason"], "RequestEntityTooLarge");
 }
 
 #[tokio::test]

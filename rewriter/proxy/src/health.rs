@@ -110,6 +110,21 @@ fn text(code: StatusCode, s: impl Into<String>) -> Response<Body> {
     r
 }
 
+/// The answer to a `/metrics` request `MONITORING_AUTH` refuses, `None` when allowed.
+pub fn refuse(d: crate::monauth::Decision) -> Option<Response<Body>> {
+    use crate::monauth::Decision;
+    match d {
+        Decision::Allowed => None,
+        Decision::Unauthenticated => {
+            let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            Some(r)
+        }
+        Decision::Forbidden => Some(text(StatusCode::FORBIDDEN, "Forbidden\n")),
+    }
+}
+
 /// The monitoring listener's handler.
 pub fn handle<B>(metrics: &Metrics, ready: &Readiness, req: &Request<B>) -> Response<Body> {
     if req.method() != Method::GET && req.method() != Method::HEAD {

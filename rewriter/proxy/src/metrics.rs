@@ -45,8 +45,8 @@ impl Common {
     pub fn of(name: &'static str, route: &Route) -> Common {
         Common {
             name,
-            resource: route.resource.clone(),
-            method: route.method.clone(),
+            resource: crate::labels::resource(route),
+            method: crate::labels::method(&route.method),
             watch: if route.watch { "1" } else { "0" },
         }
     }
