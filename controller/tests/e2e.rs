@@ -407,10 +407,10 @@ fn cases(env: &Env) {
         ("hand_edit", &|| hand_edit(env)),
         ("bad_operations", &|| bad_operations(env)),
         ("conflict", &|| conflict(env)),
+        ("apiserver_restart", &|| apiserver_restart(env)),
         ("class", &|| class(env)),
         ("disks", &|| disks(env)),
         ("webhook", &|| webhook(env)),
-        ("apiserver_restart", &|| apiserver_restart(env)),
         // Last: stops the controller.
         ("sigterm", &|| sigterm(env)),
     ]);
