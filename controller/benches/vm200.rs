@@ -115,14 +115,16 @@ fn main() {
             .map_or_else(|| Path::new(cp.kubeconfig()).to_owned(), |s| s.kubeconfig.clone());
         let (mut ctl, health) = start_controller(&cp.dir, &kubeconfig, embedded);
         wait_for("controller ready", Duration::from_secs(120), || {
-            ok(&curl(&[
+            // Connection refused (curl fails) until the controller listens.
+            let out = curl(&[
                 "-s",
                 "-o",
                 "/dev/null",
                 "-w",
                 "%{http_code}",
                 &format!("http://127.0.0.1:{health}/readyz"),
-            ])) == "200"
+            ]);
+            out.stdout == b"200"
         });
         let ns = format!("bench-{mode}");
         ok(&cp.kubectl(&["create", "namespace", &ns]));
