@@ -1,5 +1,5 @@
 //! A tiny HTTP/1.1 responder for the probe and metrics listeners: `GET /healthz`, `/readyz` and
-//! `/metrics`, one request per connection. Deckhouse's listen-address syntax (`:8083`) is
+//! `/metrics` ([`crate::metrics`]), one request per connection. Deckhouse's listen-address syntax (`:8083`) is
 //! accepted.
 
 use std::net::SocketAddr;
@@ -53,10 +53,7 @@ pub fn respond(path: &str, endpoints: Endpoints, ctx: &Context) -> (&'static str
         (Endpoints::Probes, "/readyz") => ("503 Service Unavailable", "not ready\n".into()),
         (Endpoints::Metrics, "/metrics") => (
             "200 OK",
-            format!(
-                "# HELP virtualization_controller_reconcile_errors_total Reconciles that failed.\n# TYPE virtualization_controller_reconcile_errors_total counter\nvirtualization_controller_reconcile_errors_total {}\n",
-                ctx.errors.load(Ordering::Relaxed)
-            ),
+            crate::metrics::render(ctx.errors.load(Ordering::Relaxed), ctx.vm_rows()),
         ),
         _ => ("404 Not Found", "not found\n".into()),
     }
@@ -82,8 +79,14 @@ async fn answer(mut stream: TcpStream, endpoints: Endpoints, ctx: &Context) -> s
         ("405 Method Not Allowed", "method not allowed\n".into())
     };
     let body = if method == "HEAD" { String::new() } else { body };
+    let content_type = match endpoints {
+        Endpoints::Metrics if status == "200 OK" => {
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        }
+        _ => "text/plain; charset=utf-8",
+    };
     let resp = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(resp.as_bytes()).await?;

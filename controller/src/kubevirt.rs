@@ -9,12 +9,58 @@ use kube::api::{ApiResource, GroupVersionKind};
 use kube::core::ResourceExt as _;
 use serde_json::{Value, json};
 
-use crate::resources::{GROUP, RunPolicy, VERSION, VirtualMachine, VirtualMachineSpec, VmPhase};
+use crate::resources::{
+    GROUP, RunPolicy, VERSION, VirtualMachine, VirtualMachineClassSpec, VirtualMachineSpec, VmPhase,
+};
 
 /// The label KubeVirt puts on a VM's objects, naming the VM; the watches select on it.
 pub const NAME_LABEL: &str = "vm.kubevirt.io/name";
 /// The name of the cloud-init disk and volume.
 pub const CLOUD_INIT: &str = "cloudinit";
+
+/// What rendering a VM takes from other objects: its class and its disks' claims.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dependencies {
+    /// The spec of the VM's `VirtualMachineClass`, when it names one.
+    pub class: Option<VirtualMachineClassSpec>,
+    /// `(VirtualDisk name, PersistentVolumeClaim name)` of each block device, in order.
+    pub disks: Vec<(String, String)>,
+}
+
+/// The name of a VirtualDisk's disk and volume in the KubeVirt VM.
+pub fn disk_volume_name(disk: &str) -> String {
+    format!("vd-{disk}")
+}
+
+/// Checks a VM against its class: the core count must be one the class allows.
+pub fn validate_class(
+    spec: &VirtualMachineSpec,
+    class_name: &str,
+    class: &VirtualMachineClassSpec,
+) -> Result<(), String> {
+    let allowed = &class.cpu.cores;
+    if !allowed.is_empty() && !allowed.contains(&spec.cpu.cores) {
+        return Err(format!(
+            "spec.cpu.cores {} is not allowed by VirtualMachineClass {class_name} (allowed: {allowed:?})",
+            spec.cpu.cores
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that no block device is referred to twice.
+pub fn validate_block_devices(spec: &VirtualMachineSpec) -> Result<(), String> {
+    let refs = &spec.block_device_refs;
+    for (i, r) in refs.iter().enumerate() {
+        if refs[..i].contains(r) {
+            return Err(format!(
+                "spec.blockDeviceRefs: {:?} {} is referred to more than once",
+                r.kind, r.name
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// `kubevirt.io/v1` `VirtualMachine`.
 pub fn vm_resource() -> ApiResource {
@@ -76,7 +122,7 @@ pub fn validate(spec: &VirtualMachineSpec) -> Result<(), String> {
             spec.memory.size
         ));
     }
-    Ok(())
+    validate_block_devices(spec)
 }
 
 /// `"50%"` -> 50, for 5 to 100.
@@ -113,9 +159,9 @@ pub fn labels(vm: &VirtualMachine) -> BTreeMap<String, String> {
 }
 
 /// The KubeVirt VM for `vm` (call [`validate`] first): same name and namespace, a controller
-/// ownerReference to `vm`, labels, and a template with CPU, memory, cloud-init, nodeSelector
-/// and tolerations. `uid` is the VM's uid.
-pub fn render(vm: &VirtualMachine, uid: &str) -> Value {
+/// ownerReference to `vm`, labels, and a template with CPU, memory, disks, cloud-init,
+/// nodeSelector and tolerations (the class's merged in). `uid` is the VM's uid.
+pub fn render(vm: &VirtualMachine, uid: &str, deps: &Dependencies) -> Value {
     let labels = labels(vm);
     json!({
         "apiVersion": "kubevirt.io/v1",
@@ -130,7 +176,7 @@ pub fn render(vm: &VirtualMachine, uid: &str) -> Value {
             "runStrategy": run_strategy(vm.spec.run_policy),
             "template": {
                 "metadata": {"labels": labels},
-                "spec": template_spec(&vm.spec),
+                "spec": template_spec(&vm.spec, deps),
             },
         },
     })
@@ -149,7 +195,7 @@ pub fn owner_reference(vm: &VirtualMachine, uid: &str) -> Value {
 }
 
 /// The template's `spec` (what a running instance has and a restart changes).
-pub fn template_spec(spec: &VirtualMachineSpec) -> Value {
+pub fn template_spec(spec: &VirtualMachineSpec, deps: &Dependencies) -> Value {
     let cores = spec.cpu.cores.max(1);
     let fraction = spec.cpu.core_fraction.as_deref().and_then(percent).unwrap_or(100);
     let cpu_request = format!("{}m", i64::from(cores) * i64::from(fraction) * 10);
@@ -163,16 +209,36 @@ pub fn template_spec(spec: &VirtualMachineSpec) -> Value {
         "devices": {},
     });
     let mut out = json!({"domain": {}});
+    let mut disks = Vec::new();
+    let mut volumes = Vec::new();
+    for (disk, claim) in &deps.disks {
+        let name = disk_volume_name(disk);
+        disks.push(json!({"name": name, "disk": {"bus": "virtio"}}));
+        volumes.push(json!({"name": name, "persistentVolumeClaim": {"claimName": claim}}));
+    }
     if let Some(user_data) = spec.provisioning.as_ref().and_then(|p| p.user_data.as_ref()) {
-        domain["devices"]["disks"] = json!([{"name": CLOUD_INIT, "disk": {"bus": "virtio"}}]);
-        out["volumes"] = json!([{"name": CLOUD_INIT, "cloudInitNoCloud": {"userData": user_data}}]);
+        disks.push(json!({"name": CLOUD_INIT, "disk": {"bus": "virtio"}}));
+        volumes.push(json!({"name": CLOUD_INIT, "cloudInitNoCloud": {"userData": user_data}}));
+    }
+    if !disks.is_empty() {
+        domain["devices"]["disks"] = Value::Array(disks);
+        out["volumes"] = Value::Array(volumes);
     }
     out["domain"] = domain;
-    if let Some(ns) = &spec.node_selector {
-        out["nodeSelector"] = json!(ns);
+    let class = deps.class.as_ref();
+    let mut selector = spec.node_selector.clone().unwrap_or_default();
+    selector.extend(class.and_then(|c| c.node_selector.clone()).unwrap_or_default());
+    if !selector.is_empty() {
+        out["nodeSelector"] = json!(selector);
     }
-    if let Some(t) = &spec.tolerations {
-        out["tolerations"] = json!(t);
+    let mut tolerations = spec.tolerations.clone().unwrap_or_default();
+    for t in class.and_then(|c| c.tolerations.clone()).unwrap_or_default() {
+        if !tolerations.contains(&t) {
+            tolerations.push(t);
+        }
+    }
+    if !tolerations.is_empty() {
+        out["tolerations"] = json!(tolerations);
     }
     out
 }
@@ -239,7 +305,9 @@ pub fn stop_request(uid: Option<&str>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::{CpuSpec, MemorySpec, Provisioning, Toleration};
+    use crate::resources::{
+        BlockDeviceKind, BlockDeviceRef, ClassCpu, CpuSpec, MemorySpec, Provisioning, Toleration,
+    };
 
     fn spec() -> VirtualMachineSpec {
         VirtualMachineSpec {
@@ -253,14 +321,24 @@ mod tests {
                 user_data: Some("#cloud-config\n".into()),
             }),
             node_selector: Some([("disk".to_owned(), "ssd".to_owned())].into()),
-            tolerations: Some(vec![Toleration {
-                key: Some("dedicated".into()),
-                operator: Some("Exists".into()),
-                value: None,
-                effect: Some("NoSchedule".into()),
-                toleration_seconds: None,
-            }]),
+            tolerations: Some(vec![toleration("dedicated")]),
+            virtual_machine_class_name: None,
+            block_device_refs: Vec::new(),
         }
+    }
+
+    fn toleration(key: &str) -> Toleration {
+        Toleration {
+            key: Some(key.into()),
+            operator: Some("Exists".into()),
+            value: None,
+            effect: Some("NoSchedule".into()),
+            toleration_seconds: None,
+        }
+    }
+
+    fn no_deps() -> Dependencies {
+        Dependencies::default()
     }
 
     fn vm(spec: VirtualMachineSpec) -> VirtualMachine {
@@ -300,7 +378,7 @@ mod tests {
 
     #[test]
     fn render_fills_the_kubevirt_vm() {
-        let r = render(&vm(spec()), "u-1");
+        let r = render(&vm(spec()), "u-1", &no_deps());
         assert_eq!(r["metadata"]["labels"]["vm.kubevirt.io/name"], "web");
         assert_eq!(r["metadata"]["labels"]["app"], "shop");
         assert_eq!(
@@ -328,11 +406,81 @@ mod tests {
         s.node_selector = None;
         s.tolerations = None;
         s.cpu.core_fraction = None;
-        let t = template_spec(&s);
+        let t = template_spec(&s, &no_deps());
         assert!(t.get("volumes").is_none(), "{t}");
         assert!(t["domain"]["devices"].get("disks").is_none(), "{t}");
         assert!(t.get("nodeSelector").is_none() && t.get("tolerations").is_none());
         assert_eq!(t["domain"]["resources"]["requests"]["cpu"], "2000m");
+    }
+
+    #[test]
+    fn render_merges_the_class_and_attaches_disks() {
+        let class = VirtualMachineClassSpec {
+            cpu: ClassCpu { cores: vec![1, 2] },
+            node_selector: Some(
+                [
+                    ("disk".to_owned(), "nvme".to_owned()),
+                    ("zone".to_owned(), "a".to_owned()),
+                ]
+                .into(),
+            ),
+            tolerations: Some(vec![toleration("dedicated"), toleration("gpu")]),
+        };
+        let deps = Dependencies {
+            class: Some(class),
+            disks: vec![
+                ("root".into(), "vd-root-u".into()),
+                ("data".into(), "vd-data-u".into()),
+            ],
+        };
+        let t = template_spec(&spec(), &deps);
+        // The class wins on a shared key; both sets of keys are there.
+        assert_eq!(t["nodeSelector"], json!({"disk": "nvme", "zone": "a"}));
+        let keys: Vec<&str> = t["tolerations"]
+            .as_array()
+            .expect("tolerations")
+            .iter()
+            .map(|t| t["key"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(keys, ["dedicated", "gpu"]);
+        let disks: Vec<&str> = t["domain"]["devices"]["disks"]
+            .as_array()
+            .expect("disks")
+            .iter()
+            .map(|d| d["name"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(disks, ["vd-root", "vd-data", CLOUD_INIT]);
+        assert_eq!(t["volumes"][0]["persistentVolumeClaim"]["claimName"], "vd-root-u");
+        assert_eq!(t["volumes"][1]["persistentVolumeClaim"]["claimName"], "vd-data-u");
+        assert_eq!(t["volumes"][2]["name"], CLOUD_INIT);
+    }
+
+    #[test]
+    fn class_cores_and_duplicate_devices_are_checked() {
+        let class = VirtualMachineClassSpec {
+            cpu: ClassCpu { cores: vec![1, 4] },
+            node_selector: None,
+            tolerations: None,
+        };
+        let mut s = spec();
+        let e = validate_class(&s, "small", &class).unwrap_err();
+        assert!(e.contains("spec.cpu.cores 2") && e.contains("small"), "{e}");
+        s.cpu.cores = 4;
+        assert_eq!(validate_class(&s, "small", &class), Ok(()));
+        let any = VirtualMachineClassSpec {
+            cpu: ClassCpu::default(),
+            ..class
+        };
+        assert_eq!(validate_class(&spec(), "any", &any), Ok(()));
+        let r = |n: &str| BlockDeviceRef {
+            kind: BlockDeviceKind::VirtualDisk,
+            name: n.into(),
+        };
+        s.block_device_refs = vec![r("a"), r("b")];
+        assert_eq!(validate_block_devices(&s), Ok(()));
+        s.block_device_refs.push(r("a"));
+        let e = validate_block_devices(&s).unwrap_err();
+        assert!(e.contains("VirtualDisk a"), "{e}");
     }
 
     #[test]
@@ -362,13 +510,16 @@ mod tests {
     #[test]
     fn restart_awaits_on_template_changes_only() {
         let s = spec();
-        let running = template_spec(&s);
+        let running = template_spec(&s, &no_deps());
         let mut instance = running.clone();
         instance["domain"]["firmware"] = json!({"uuid": "added by KubeVirt"});
         assert!(awaiting_restart(&running, &instance).is_empty());
         let mut s2 = s.clone();
         s2.memory.size = "2Gi".into();
-        assert_eq!(awaiting_restart(&template_spec(&s2), &instance), ["domain"]);
+        assert_eq!(
+            awaiting_restart(&template_spec(&s2, &no_deps()), &instance),
+            ["domain"]
+        );
     }
 
     #[test]

@@ -1,13 +1,17 @@
 //! A thin virtualization-controller: it reconciles the user-facing
 //! `virtualization.deckhouse.io/v1alpha2` `VirtualMachine` and `VirtualMachineOperation` into
-//! KubeVirt `kubevirt.io/v1` objects, through a `kube-api-rewriter` sidecar that renames
-//! KubeVirt's groups on the wire. The controller itself only knows KubeVirt's original names.
+//! KubeVirt `kubevirt.io/v1` objects. KubeVirt's groups are renamed on the wire, either by a
+//! `kube-api-rewriter` sidecar or by the rewriter's tower Layer inside the controller's own
+//! `kube::Client` ([`RewriterMode`]). The controller itself only knows KubeVirt's original names.
 
 pub mod conditions;
 pub mod health;
 pub mod kubevirt;
+pub mod metrics;
 pub mod reconcile;
 pub mod resources;
+pub mod tls;
+pub mod webhook;
 
 /// Everything that can go wrong in the controller.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +25,9 @@ pub enum Error {
     /// An object lacks something the controller needs (a name, a namespace, a uid).
     #[error("object is missing {0}")]
     Missing(&'static str),
+    /// The webhook's certificate or key cannot be used.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// The controller's result type.
@@ -30,4 +37,27 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// `KUBECONFIG` that points at an `https` server. Installing twice is harmless.
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Where KubeVirt's groups are renamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RewriterMode {
+    /// By a `kube-api-rewriter` sidecar: `KUBECONFIG` points at it.
+    #[default]
+    Sidecar,
+    /// By the rewriter's Layer in the controller's own client: `KUBECONFIG` points at
+    /// kube-apiserver.
+    Embedded,
+}
+
+/// The controller's client for `config`: plain for [`RewriterMode::Sidecar`], with
+/// [`kube_api_rewriter_layer::RewriteLayer::kubevirt`] around its HTTP service for
+/// [`RewriterMode::Embedded`]. Call inside a tokio runtime.
+pub fn client(config: kube::Config, mode: RewriterMode) -> Result<kube::Client> {
+    Ok(match mode {
+        RewriterMode::Sidecar => kube::Client::try_from(config)?,
+        RewriterMode::Embedded => kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&kube_api_rewriter_layer::RewriteLayer::kubevirt())
+            .build(),
+    })
 }

@@ -1,5 +1,5 @@
 //! The user-facing resources of `virtualization.deckhouse.io/v1alpha2` this controller serves:
-//! `VirtualMachine` and `VirtualMachineOperation`. Their CRDs are generated from these types
+//! `VirtualMachine`, `VirtualMachineOperation`, `VirtualMachineClass` and `VirtualDisk`. Their CRDs are generated from these types
 //! ([`crds`]) and committed under `controller/crds/`.
 
 use std::collections::BTreeMap;
@@ -50,6 +50,134 @@ pub struct VirtualMachineSpec {
     /// Taints the VM tolerates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerations: Option<Vec<Toleration>>,
+    /// The `VirtualMachineClass` whose CPU rules, nodeSelector and tolerations apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_machine_class_name: Option<String>,
+    /// Disks attached to the VM, in boot order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub block_device_refs: Vec<BlockDeviceRef>,
+}
+
+/// A block device of a VM: a [`VirtualDisk`] of the VM's namespace, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockDeviceRef {
+    /// What it refers to.
+    pub kind: BlockDeviceKind,
+    /// The name of the referred object.
+    pub name: String,
+}
+
+/// The kinds a [`BlockDeviceRef`] can refer to.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum BlockDeviceKind {
+    /// A [`VirtualDisk`].
+    VirtualDisk,
+}
+
+/// A class of VMs set up by the cluster admin: which core counts are allowed, and the nodes
+/// (nodeSelector, tolerations) its VMs run on. Cluster-scoped.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "virtualization.deckhouse.io",
+    version = "v1alpha2",
+    kind = "VirtualMachineClass",
+    shortname = "vmc",
+    category = "virtualization",
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineClassSpec {
+    /// CPU rules.
+    #[serde(default)]
+    pub cpu: ClassCpu,
+    /// Node labels merged into the nodeSelector of every VM of the class (the class's value
+    /// wins on a shared key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Tolerations added to every VM of the class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+/// The CPU rules of a class.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassCpu {
+    /// The core counts a VM of the class may have; empty allows any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cores: Vec<i32>,
+}
+
+/// A disk: the controller creates a PersistentVolumeClaim for it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "virtualization.deckhouse.io",
+    version = "v1alpha2",
+    kind = "VirtualDisk",
+    namespaced,
+    shortname = "vd",
+    category = "all",
+    category = "virtualization",
+    status = "VirtualDiskStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Capacity","type":"string","jsonPath":".status.capacity"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualDiskSpec {
+    /// The claim to create.
+    pub persistent_volume_claim: DiskClaim,
+}
+
+/// The PersistentVolumeClaim of a disk.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskClaim {
+    /// Requested size, a quantity such as `10Gi`.
+    pub size: String,
+    /// The StorageClass; the cluster's default when not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+/// What the controller reports about a disk.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualDiskStatus {
+    /// Where the disk is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<DiskPhase>,
+    /// The bound claim's capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<String>,
+    /// The claim holding the disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<DiskTarget>,
+}
+
+/// Where a disk's data lives.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskTarget {
+    /// The PersistentVolumeClaim's name (same namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim_name: Option<String>,
+}
+
+/// The phase of a VirtualDisk.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum DiskPhase {
+    /// The claim is not created yet.
+    Pending,
+    /// The claim exists and is not bound yet (a volume is made when a consumer appears).
+    WaitForFirstConsumer,
+    /// The claim is bound: the disk can be used.
+    Ready,
+    /// The claim lost its volume.
+    Lost,
+    /// Being deleted.
+    Terminating,
 }
 
 /// When a VM runs, and who starts and stops it.
@@ -250,6 +378,8 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("virtualmachines.yaml", VirtualMachine::crd()),
         ("virtualmachineoperations.yaml", VirtualMachineOperation::crd()),
+        ("virtualmachineclasses.yaml", VirtualMachineClass::crd()),
+        ("virtualdisks.yaml", VirtualDisk::crd()),
     ]
 }
 

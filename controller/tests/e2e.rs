@@ -1,12 +1,14 @@
 //! The virtualization-controller end to end, on the real local control plane (etcd +
-//! kube-apiserver v1.20): the `virtualization-controller` binary behind its own
-//! `kube-api-rewriter` sidecar, and the fake virt-controller (test double, see
-//! `fake_virt_controller/`) behind another. Users' objects are written with kubectl straight to
+//! kube-apiserver v1.20), in both rewriter modes: the `virtualization-controller` binary behind
+//! its own `kube-api-rewriter` sidecar, then the binary with the rewriter's Layer embedded in its
+//! client (`--embedded-rewriter`, talking to kube-apiserver directly). The fake virt-controller
+//! (test double, see `fake_virt_controller/`) runs behind another sidecar throughout. Users' objects are written with kubectl straight to
 //! kube-apiserver; what KubeVirt objects became is checked straight against kube-apiserver,
 //! where they exist only under `internal.virtualization.deckhouse.io` names.
 //!
-//! One control plane for the file; the cases run one after the other, each in its own
-//! namespace, and poll with deadlines.
+//! One control plane, one fake virt-controller and the CRDs for the file; the cases run one
+//! after the other, once per mode, each in its own namespace (suffixed with the mode), and poll
+//! with deadlines.
 
 mod fake_virt_controller;
 
@@ -21,6 +23,8 @@ use virtualization_controller::resources::VirtualMachine;
 
 const VM: &str = "virtualmachines.virtualization.deckhouse.io";
 const VMOP: &str = "virtualmachineoperations.virtualization.deckhouse.io";
+const VMC: &str = "virtualmachineclasses.virtualization.deckhouse.io";
+const VD: &str = "virtualdisks.virtualization.deckhouse.io";
 const UP_KVVM: &str = "internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io";
 const UP_VMI: &str = "internalvirtualizationvirtualmachineinstances.internal.virtualization.deckhouse.io";
 const UP_NAME_LABEL: &str = "vm.kubevirt.internal.virtualization.deckhouse.io/name";
@@ -36,18 +40,43 @@ struct ControllerProc {
     log: PathBuf,
     health_port: u16,
     metrics_port: u16,
+    webhook_port: u16,
+}
+
+/// Where the controller under test has KubeVirt's groups renamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Behind its own `kube-api-rewriter` sidecar.
+    Sidecar,
+    /// `--embedded-rewriter`: the Layer in its own client, straight to kube-apiserver.
+    Embedded,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Sidecar => "sidecar",
+            Mode::Embedded => "embedded",
+        }
+    }
 }
 
 impl ControllerProc {
-    fn start(dir: &std::path::Path, kubeconfig: &std::path::Path) -> ControllerProc {
+    /// Starts the controller in `mode`; `kubeconfig` points at its sidecar or at kube-apiserver.
+    fn start(dir: &std::path::Path, kubeconfig: &std::path::Path, mode: Mode) -> ControllerProc {
         let health_port = free_port();
         let metrics_port = free_port();
-        let log = dir.join("controller.log");
+        let webhook_port = free_port();
+        let log = dir.join(format!("controller-{}.log", mode.name()));
         let f = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_virtualization-controller"))
             .env("KUBECONFIG", kubeconfig)
+            .env("EMBEDDED_REWRITER", (mode == Mode::Embedded).to_string())
             .env("HEALTH_PROBE_BIND_ADDRESS", format!("127.0.0.1:{health_port}"))
             .env("METRICS_BIND_ADDRESS", format!("127.0.0.1:{metrics_port}"))
+            .env("WEBHOOK_BIND_ADDRESS", format!("127.0.0.1:{webhook_port}"))
+            .env("WEBHOOK_CERT_FILE", dir.join("webhook.crt"))
+            .env("WEBHOOK_KEY_FILE", dir.join("webhook.key"))
             .env("LOG_LEVEL", "info,virtualization_controller=debug")
             .stdin(Stdio::null())
             .stdout(f.try_clone().expect("dup"))
@@ -59,6 +88,7 @@ impl ControllerProc {
             log,
             health_port,
             metrics_port,
+            webhook_port,
         }
     }
 
@@ -95,13 +125,21 @@ struct Env {
     sidecar: ProxyProc,
     /// The fake virt-controller's sidecar.
     kv_sidecar: ProxyProc,
+    /// The controller under test, replaced when the mode changes.
     ctl: std::sync::Mutex<ControllerProc>,
+    mode: std::sync::Mutex<Mode>,
     rt: tokio::runtime::Runtime,
 }
 
 impl Env {
     fn logs(&self) -> String {
         self.ctl.lock().map(|c| c.logs()).unwrap_or_default()
+    }
+
+    /// The controller's `/metrics` text.
+    fn metrics(&self) -> String {
+        let port = self.ctl.lock().expect("lock").metrics_port;
+        ok(&curl(&["-s", &format!("http://127.0.0.1:{port}/metrics")]))
     }
 
     /// Polls `f` every 100 ms until it gives a value; panics after `limit` with the last
@@ -153,8 +191,15 @@ impl Env {
         ]));
     }
 
-    fn namespace(&self, ns: &str) {
-        ok(&self.cp.kubectl(&["create", "namespace", ns]));
+    /// Creates the namespace `{base}-{mode}` and returns its name.
+    fn namespace(&self, base: &str) -> String {
+        let ns = format!("{base}-{}", self.mode().name());
+        ok(&self.cp.kubectl(&["create", "namespace", &ns]));
+        ns
+    }
+
+    fn mode(&self) -> Mode {
+        *self.mode.lock().expect("lock")
     }
 
     /// Waits until the VM's status satisfies `f` (given the status and the VM).
@@ -273,12 +318,23 @@ fn controller_end_to_end() {
     let crds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
     ok(&cp.kubectl(&["apply", "-f", crds.to_str().expect("utf-8")]));
     let sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
-    for crd in [VM, VMOP] {
+    for crd in [VM, VMOP, VMC, VD] {
         if let Some(err) = wait_crd_established(&sidecar, crd) {
             panic!("{crd}: {err}");
         }
     }
-    let ctl = ControllerProc::start(&cp.dir, &sidecar.kubeconfig);
+    // The webhook's serving certificate, for 127.0.0.1, from a CA kube-apiserver is given in the
+    // webhook configuration's caBundle.
+    let (ca_crt, ca_key) = make_ca(&cp.dir, "webhook-ca");
+    signed_cert(
+        &cp.dir,
+        "webhook",
+        "virtualization-controller",
+        Some("IP:127.0.0.1"),
+        &ca_crt,
+        &ca_key,
+    );
+    let ctl = ControllerProc::start(&cp.dir, &sidecar.kubeconfig, Mode::Sidecar);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -301,8 +357,36 @@ fn controller_end_to_end() {
         sidecar,
         kv_sidecar,
         ctl: std::sync::Mutex::new(ctl),
+        mode: std::sync::Mutex::new(Mode::Sidecar),
         rt,
     };
+    let mut failed = Vec::new();
+    for mode in [Mode::Sidecar, Mode::Embedded] {
+        if mode == Mode::Embedded {
+            let kubeconfig = std::path::Path::new(env.cp.kubeconfig()).to_owned();
+            *env.ctl.lock().expect("lock") = ControllerProc::start(&env.cp.dir, &kubeconfig, mode);
+            *env.mode.lock().expect("lock") = mode;
+        }
+        eprintln!("--- mode {}", mode.name());
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cases(&env)));
+        if run.is_err() {
+            failed.push(mode.name());
+        }
+    }
+    // Once, not per mode: the manifests do not depend on it.
+    let manifests = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_cases(&[("deploy_manifests", &|| deploy_manifests(&env))])
+    }));
+    if manifests.is_err() {
+        failed.push("deploy_manifests");
+    }
+    eprintln!("--- both modes in {:?}", t.elapsed());
+    assert!(failed.is_empty(), "failed in mode(s) {failed:?}");
+}
+
+/// Waits for the controller of the current mode to be ready, then runs every case.
+fn cases(env: &Env) {
+    let t = Instant::now();
     env.wait("controller /readyz 200", || {
         let mut c = env.ctl.lock().expect("lock");
         if !c.alive() {
@@ -311,23 +395,26 @@ fn controller_end_to_end() {
         let code = c.get(c.health_port, "/readyz");
         if code == "200" { Ok(()) } else { Err(code) }
     });
-    eprintln!("--- set up in {:?}", t.elapsed());
+    eprintln!("--- {} controller ready in {:?}", env.mode().name(), t.elapsed());
 
     run_cases(&[
-        ("probes", &|| probes(&env)),
-        ("lifecycle", &|| lifecycle(&env)),
-        ("run_policy", &|| run_policy(&env)),
-        ("operations", &|| operations(&env)),
-        ("spec_change", &|| spec_change(&env)),
-        ("invalid_spec", &|| invalid_spec(&env)),
-        ("hand_edit", &|| hand_edit(&env)),
-        ("bad_operations", &|| bad_operations(&env)),
-        ("conflict", &|| conflict(&env)),
-        ("apiserver_restart", &|| apiserver_restart(&env)),
+        ("probes", &|| probes(env)),
+        ("lifecycle", &|| lifecycle(env)),
+        ("run_policy", &|| run_policy(env)),
+        ("operations", &|| operations(env)),
+        ("spec_change", &|| spec_change(env)),
+        ("invalid_spec", &|| invalid_spec(env)),
+        ("hand_edit", &|| hand_edit(env)),
+        ("bad_operations", &|| bad_operations(env)),
+        ("conflict", &|| conflict(env)),
+        ("apiserver_restart", &|| apiserver_restart(env)),
+        ("class", &|| class(env)),
+        ("disks", &|| disks(env)),
+        ("webhook", &|| webhook(env)),
         // Last: stops the controller.
-        ("sigterm", &|| sigterm(&env)),
+        ("sigterm", &|| sigterm(env)),
     ]);
-    eprintln!("--- all cases in {:?}", t.elapsed());
+    eprintln!("--- {} cases in {:?}", env.mode().name(), t.elapsed());
 }
 
 fn probes(env: &Env) {
@@ -340,8 +427,8 @@ fn probes(env: &Env) {
 
 /// Create, look upstream, delete.
 fn lifecycle(env: &Env) {
-    let ns = "life";
-    env.namespace(ns);
+    let ns = env.namespace("life");
+    let ns = ns.as_str();
     // The default runPolicy, AlwaysOnUnlessStoppedManually: Manual, and a Start on creation.
     let yaml = vm_yaml(ns, "web", "AlwaysOnUnlessStoppedManually", "256Mi")
         .replace("  runPolicy: AlwaysOnUnlessStoppedManually\n", "");
@@ -354,6 +441,20 @@ fn lifecycle(env: &Env) {
         "{vm}"
     );
     let uid = vm["metadata"]["uid"].clone();
+    // The phase metric: one series per phase, 1 for Running.
+    let want = format!(
+        r#"d8_virtualization_virtualmachine_status_phase{{name="web",namespace="{ns}",uid="{}",node="{}",phase="Running"}} 1"#,
+        uid.as_str().unwrap_or_default(),
+        fake_virt_controller::NODE
+    );
+    env.wait("phase metric", || {
+        let body = env.metrics();
+        if body.lines().any(|l| l == want) {
+            Ok(())
+        } else {
+            Err(body)
+        }
+    });
 
     // Upstream: the KubeVirt VM exists only under the renamed group, with renamed labels and
     // finalizer, and the controller ownerReference to the VM.
@@ -493,8 +594,8 @@ fn lifecycle(env: &Env) {
 
 /// runPolicy changes start and stop the VM.
 fn run_policy(env: &Env) {
-    let ns = "policy";
-    env.namespace(ns);
+    let ns = env.namespace("policy");
+    let ns = ns.as_str();
     env.apply(&vm_yaml(ns, "p", "AlwaysOff", "256Mi"));
     env.wait_vm(ns, "p", "Stopped", stopped);
     let strategy = || env.get(UP_KVVM, ns, "p").expect("KubeVirt VM")["spec"]["runStrategy"].clone();
@@ -519,8 +620,8 @@ fn run_policy(env: &Env) {
 
 /// VirtualMachineOperations start, stop and restart.
 fn operations(env: &Env) {
-    let ns = "ops";
-    env.namespace(ns);
+    let ns = env.namespace("ops");
+    let ns = ns.as_str();
     env.apply(&vm_yaml(ns, "o", "Manual", "256Mi"));
     // Manual: created stopped.
     env.wait_vm(ns, "o", "Stopped", stopped);
@@ -542,8 +643,8 @@ fn operations(env: &Env) {
 
 /// A spec change is applied at once to a stopped VM and awaits a restart on a running one.
 fn spec_change(env: &Env) {
-    let ns = "change";
-    env.namespace(ns);
+    let ns = env.namespace("change");
+    let ns = ns.as_str();
     env.apply(&vm_yaml(ns, "c", "Manual", "256Mi"));
     env.wait_vm(ns, "c", "Stopped", stopped);
     env.patch(VM, ns, "c", json!({"spec": {"cpu": {"cores": 2}}}));
@@ -590,8 +691,8 @@ fn spec_change(env: &Env) {
 
 /// An invalid spec gets a condition naming the problem, not a crash loop; fixed, it goes on.
 fn invalid_spec(env: &Env) {
-    let ns = "bad";
-    env.namespace(ns);
+    let ns = env.namespace("bad");
+    let ns = ns.as_str();
     env.apply(&vm_yaml(ns, "mem", "AlwaysOn", "lots"));
     env.apply(&vm_yaml(ns, "frac", "AlwaysOn", "256Mi").replace("50%", "150%"));
     for (name, field) in [("mem", "spec.memory.size"), ("frac", "spec.cpu.coreFraction")] {
@@ -614,8 +715,8 @@ fn invalid_spec(env: &Env) {
 
 /// A KubeVirt VM edited by hand upstream is put back.
 fn hand_edit(env: &Env) {
-    let ns = "hand";
-    env.namespace(ns);
+    let ns = env.namespace("hand");
+    let ns = ns.as_str();
     env.apply(&vm_yaml(ns, "h", "AlwaysOff", "256Mi"));
     env.wait_vm(ns, "h", "Stopped", stopped);
     // The spec, then a label: each is put back on its own.
@@ -654,8 +755,8 @@ fn hand_edit(env: &Env) {
 
 /// Operations that cannot be done fail with a condition saying why.
 fn bad_operations(env: &Env) {
-    let ns = "nop";
-    env.namespace(ns);
+    let ns = env.namespace("nop");
+    let ns = ns.as_str();
     let op = env.operation(ns, "ghost-start", "Start", "ghost");
     assert_eq!(op["status"]["phase"], "Failed", "{op}");
     let (status, reason, message) = cond(&op, "Completed").expect("Completed");
@@ -678,11 +779,355 @@ fn bad_operations(env: &Env) {
     env.wait_vm(ns, "always-on", "still Running", running);
 }
 
+/// A VM naming an absent class waits, Pending, with a condition saying so; once the class
+/// exists its nodeSelector and tolerations reach the KubeVirt VM; a core count the class does
+/// not allow is reported.
+fn class(env: &Env) {
+    let ns = env.namespace("class");
+    let ns = ns.as_str();
+    let class = format!("gold-{}", env.mode().name());
+    env.apply(&(vm_yaml(ns, "c", "AlwaysOn", "256Mi") + &format!("  virtualMachineClassName: {class}\n")));
+    let vm = env.wait_vm(ns, "c", "Pending, class not found", |vm| {
+        cond(vm, "ClassReady").is_some_and(|c| c.0 == "False" && c.1 == "VirtualMachineClassNotFound")
+    });
+    assert_eq!(vm["status"]["phase"], "Pending", "{vm}");
+    let (_, _, message) = cond(&vm, "ClassReady").expect("ClassReady");
+    assert!(message.contains(&class), "{vm}");
+    assert!(env.get(UP_KVVM, ns, "c").is_none(), "rendered without its class");
+
+    env.apply(&format!(
+        r#"apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachineClass
+metadata: {{name: {class}}}
+spec:
+  cpu: {{cores: [1, 2]}}
+  nodeSelector: {{disk: nvme, zone: a}}
+  tolerations: [{{key: gold, operator: Exists, effect: NoSchedule}}]
+"#
+    ));
+    env.wait_vm(ns, "c", "Running with its class", |vm| {
+        running(vm) && cond_is(vm, "ClassReady", "True")
+    });
+    let up = env.get(UP_KVVM, ns, "c").expect("KubeVirt VM");
+    let t = &up["spec"]["template"]["spec"];
+    // The VM's own `disk: ssd` is overridden by the class; `zone` comes from the class.
+    assert_eq!(t["nodeSelector"], json!({"disk": "nvme", "zone": "a"}), "{up}");
+    let keys: Vec<&str> = t["tolerations"]
+        .as_array()
+        .expect("tolerations")
+        .iter()
+        .filter_map(|t| t["key"].as_str())
+        .collect();
+    assert_eq!(keys, ["dedicated", "gold"], "{up}");
+
+    env.patch(VM, ns, "c", json!({"spec": {"cpu": {"cores": 3}}}));
+    let vm = env.wait_vm(ns, "c", "cores not allowed by the class", |vm| {
+        cond(vm, "ClassReady").is_some_and(|c| c.0 == "False" && c.1 == "NotAllowedByClass")
+            && vm["status"]["observedGeneration"] == vm["metadata"]["generation"]
+    });
+    let (_, _, message) = cond(&vm, "ClassReady").expect("ClassReady");
+    assert!(message.contains("spec.cpu.cores 3"), "{vm}");
+    ok(&env.cp.kubectl(&["delete", VM, "c", "-n", ns, "--wait=false"]));
+    env.wait("VM gone", || match env.get(VM, ns, "c") {
+        None => Ok(()),
+        Some(_) => Err("VM still there".to_owned()),
+    });
+    ok(&env.cp.kubectl(&["delete", VMC, &class]));
+}
+
+fn vd_yaml(ns: &str, name: &str) -> String {
+    format!(
+        "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualDisk\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  persistentVolumeClaim: {{size: 1Gi, storageClassName: local}}\n"
+    )
+}
+
+/// Waits until disk `name` has a claim and `phase`; returns the disk.
+fn wait_disk(env: &Env, ns: &str, name: &str, phase: &str) -> Value {
+    env.wait(&format!("VirtualDisk {ns}/{name} {phase}"), || {
+        let vd = env.get(VD, ns, name).ok_or("no VirtualDisk")?;
+        let st = &vd["status"];
+        if st["phase"] == phase && st["target"]["persistentVolumeClaimName"].is_string() {
+            Ok(vd)
+        } else {
+            Err(st.to_string())
+        }
+    })
+}
+
+/// A disk's claim is created and reported; a VM waits for its disks, then gets them as disks
+/// and volumes; deleting a disk deletes its claim.
+fn disks(env: &Env) {
+    let ns = env.namespace("disk");
+    let ns = ns.as_str();
+    env.apply(&vd_yaml(ns, "root"));
+    let vd = wait_disk(env, ns, "root", "WaitForFirstConsumer");
+    let root_claim = vd["status"]["target"]["persistentVolumeClaimName"]
+        .as_str()
+        .expect("claim name")
+        .to_owned();
+    let pvc = env.get("pvc", ns, &root_claim).expect("claim");
+    assert_eq!(pvc["spec"]["resources"]["requests"]["storage"], "1Gi", "{pvc}");
+    assert_eq!(pvc["spec"]["storageClassName"], "local", "{pvc}");
+    assert_eq!(
+        pvc["metadata"]["ownerReferences"][0]["kind"], "VirtualDisk",
+        "{pvc}"
+    );
+
+    env.apply(
+        &(vm_yaml(ns, "d", "AlwaysOn", "256Mi")
+            + "  blockDeviceRefs:\n  - {kind: VirtualDisk, name: root}\n  - {kind: VirtualDisk, name: data}\n"),
+    );
+    let vm = env.wait_vm(ns, "d", "waiting for its disks", |vm| {
+        cond(vm, "BlockDevicesReady").is_some_and(|c| c.0 == "False" && c.2.contains("data not found"))
+    });
+    let (_, _, message) = cond(&vm, "BlockDevicesReady").expect("BlockDevicesReady");
+    assert!(message.contains("root is WaitForFirstConsumer"), "{vm}");
+    assert_eq!(vm["status"]["phase"], "Pending", "{vm}");
+    assert!(env.get(UP_KVVM, ns, "d").is_none(), "rendered before its disks");
+
+    env.apply(&vd_yaml(ns, "data"));
+    let data_claim =
+        wait_disk(env, ns, "data", "WaitForFirstConsumer")["status"]["target"]["persistentVolumeClaimName"]
+            .as_str()
+            .expect("claim name")
+            .to_owned();
+    // TEST DOUBLE of a storage provisioner: none runs here, so the test binds each claim by
+    // writing its status.
+    for claim in [&root_claim, &data_claim] {
+        ok(&env.cp.kubectl(&[
+            "patch",
+            "pvc",
+            claim,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"phase":"Bound","accessModes":["ReadWriteOnce"],"capacity":{"storage":"1Gi"}}}"#,
+        ]));
+    }
+    let vd = wait_disk(env, ns, "root", "Ready");
+    assert_eq!(vd["status"]["capacity"], "1Gi", "{vd}");
+    env.wait_vm(ns, "d", "Running with its disks", |vm| {
+        running(vm) && cond_is(vm, "BlockDevicesReady", "True")
+    });
+    let up = env.get(UP_KVVM, ns, "d").expect("KubeVirt VM");
+    let t = &up["spec"]["template"]["spec"];
+    let disks: Vec<&str> = t["domain"]["devices"]["disks"]
+        .as_array()
+        .expect("disks")
+        .iter()
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    assert_eq!(disks, ["vd-root", "vd-data", "cloudinit"], "{up}");
+    assert_eq!(
+        t["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        root_claim.as_str(),
+        "{up}"
+    );
+    assert_eq!(
+        t["volumes"][1]["persistentVolumeClaim"]["claimName"],
+        data_claim.as_str(),
+        "{up}"
+    );
+
+    ok(&env.cp.kubectl(&["delete", VM, "d", "-n", ns, "--wait=false"]));
+    env.wait("VM gone", || match env.get(VM, ns, "d") {
+        None => Ok(()),
+        Some(_) => Err("VM still there".to_owned()),
+    });
+    ok(&env.cp.kubectl(&["delete", VD, "root", "-n", ns, "--wait=false"]));
+    env.wait("disk gone, its claim deleted", || {
+        if env.get(VD, ns, "root").is_some() {
+            return Err("disk still there".to_owned());
+        }
+        // Locally the claim's `kubernetes.io/pvc-protection` finalizer is never removed (no
+        // kube-controller-manager): deleted means a deletionTimestamp.
+        match env.get("pvc", ns, &root_claim) {
+            None => Ok(()),
+            Some(pvc) if pvc["metadata"]["deletionTimestamp"].is_string() => Ok(()),
+            Some(_) => Err("claim not deleted".to_owned()),
+        }
+    });
+}
+
+/// kube-apiserver calls the webhook (registered for this mode's namespace only) and kubectl
+/// shows each denial's message; a good VM is admitted, and a bad update of it denied.
+fn webhook(env: &Env) {
+    use virtualization_controller::webhook::{KUBEVIRT_KEY_MESSAGE, PATH};
+    let ns = env.namespace("webhook");
+    let ns = ns.as_str();
+    let mode = env.mode().name();
+    ok(&env
+        .cp
+        .kubectl(&["label", "namespace", ns, &format!("webhook-test={mode}")]));
+    let port = env.ctl.lock().expect("lock").webhook_port;
+    let ca = ok(&Command::new("base64")
+        .arg("-w0")
+        .arg(env.cp.dir.join("webhook-ca.crt"))
+        .output()
+        .expect("base64"));
+    assert!(!ca.is_empty());
+    let config = format!("vm-validation-{mode}");
+    env.apply(&format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {config}}}
+webhooks:
+- name: vm.validate.virtualization.deckhouse.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  clientConfig:
+    url: https://127.0.0.1:{port}{PATH}
+    caBundle: {ca}
+  namespaceSelector: {{matchLabels: {{webhook-test: {mode}}}}}
+  rules:
+  - apiGroups: [virtualization.deckhouse.io]
+    apiVersions: [v1alpha2]
+    operations: [CREATE, UPDATE]
+    resources: [virtualmachines]
+"#
+    ));
+    let apply = |yaml: &str| kubectl_in(env.cp.kubeconfig(), &["apply", "-f", "-"], yaml);
+    let labelled =
+        vm_yaml(ns, "bad", "AlwaysOff", "256Mi").replace("{app: shop}", "{app: shop, kubevirt.io/evil: x}");
+    // kube-apiserver picks the configuration up from its own watch: probe with server-side
+    // dry runs (the webhook has no side effects, so it is called for them) until it is in force.
+    let denied = env.wait("the webhook in force", || {
+        let o = kubectl_in(
+            env.cp.kubeconfig(),
+            &["apply", "--dry-run=server", "-f", "-"],
+            &labelled,
+        );
+        if o.status.success() {
+            Err("admitted".to_owned())
+        } else {
+            Ok(String::from_utf8_lossy(&o.stderr).into_owned())
+        }
+    });
+    assert!(denied.contains(KUBEVIRT_KEY_MESSAGE), "{denied}");
+
+    env.apply(&format!(
+        "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachineClass\nmetadata: {{name: small-{mode}}}\nspec:\n  cpu: {{cores: [1]}}\n"
+    ));
+    let long = "l".repeat(64);
+    for (what, yaml, message) in [
+        (
+            "a kubevirt.io label",
+            labelled.clone(),
+            KUBEVIRT_KEY_MESSAGE.to_owned(),
+        ),
+        (
+            "a kubevirt.io annotation",
+            vm_yaml(ns, "bad", "AlwaysOff", "256Mi").replace(
+                "  labels: {app: shop}\n",
+                "  annotations: {kubevirt.io/allow-pod-bridge-network-live-migration: x}\n",
+            ),
+            KUBEVIRT_KEY_MESSAGE.to_owned(),
+        ),
+        (
+            "a name over 63 characters",
+            vm_yaml(ns, &long, "AlwaysOff", "256Mi"),
+            "longer than 63".to_owned(),
+        ),
+        (
+            "duplicate blockDeviceRefs",
+            vm_yaml(ns, "bad", "AlwaysOff", "256Mi")
+                + "  blockDeviceRefs:\n  - {kind: VirtualDisk, name: a}\n  - {kind: VirtualDisk, name: a}\n",
+            "VirtualDisk a is referred to more than once".to_owned(),
+        ),
+        (
+            "zero cores",
+            vm_yaml(ns, "bad", "AlwaysOff", "256Mi").replace("cores: 1", "cores: 0"),
+            "spec.cpu.cores must be at least 1".to_owned(),
+        ),
+        (
+            "cores the class does not allow",
+            vm_yaml(ns, "bad", "AlwaysOff", "256Mi").replace("cores: 1", "cores: 2")
+                + &format!("  virtualMachineClassName: small-{mode}\n"),
+            format!("spec.cpu.cores 2 is not allowed by VirtualMachineClass small-{mode}"),
+        ),
+    ] {
+        let err = fails(&apply(&yaml));
+        assert!(
+            err.contains("denied the request") && err.contains(&message),
+            "{what}: {err}"
+        );
+    }
+    assert!(env.get(VM, ns, "bad").is_none(), "a denied VM was stored");
+
+    env.apply(&vm_yaml(ns, "good", "AlwaysOff", "256Mi"));
+    env.wait_vm(ns, "good", "Stopped", stopped);
+    let err = fails(
+        &env.cp
+            .kubectl(&["label", VM, "good", "-n", ns, "kubevirt.io/evil=x"]),
+    );
+    assert!(err.contains(KUBEVIRT_KEY_MESSAGE), "{err}");
+    ok(&env
+        .cp
+        .kubectl(&["delete", "validatingwebhookconfiguration", &config]));
+    ok(&env.cp.kubectl(&["delete", VMC, &format!("small-{mode}")]));
+}
+
+/// The manifests under `controller/deploy/` pass a server-side dry run: the namespace is
+/// created first (a dry run cannot see a namespace created in the same dry run), then everything
+/// is applied with `--dry-run=server`, and nothing but the namespace exists afterwards.
+fn deploy_manifests(env: &Env) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let file = |f: &str| dir.join(f).to_str().expect("utf-8").to_owned();
+    ok(&env.cp.kubectl(&["apply", "-f", &file("namespace.yaml")]));
+    let out = ok(&env.cp.kubectl(&["apply", "--dry-run=server", "-f", &file("")]));
+    for obj in [
+        "serviceaccount/virtualization-controller",
+        "clusterrole.rbac.authorization.k8s.io/d8:virtualization:virtualization-controller",
+        "clusterrolebinding.rbac.authorization.k8s.io/d8:virtualization:virtualization-controller",
+        "configmap/kube-api-rewriter-kubeconfig",
+        "deployment.apps/virtualization-controller",
+        "service/virtualization-controller",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/virtualization-controller",
+    ] {
+        assert!(
+            out.contains(&format!("{obj} created (server dry run)")),
+            "{obj}:\n{out}"
+        );
+    }
+    let ns = "d8-virtualization";
+    fails(
+        &env.cp
+            .kubectl(&["get", "deployment", "virtualization-controller", "-n", ns]),
+    );
+    fails(&env.cp.kubectl(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "virtualization-controller",
+    ]));
+    // The sidecar is the first container, with the env Deckhouse gives it.
+    let dep = parse_json(&ok(&env.cp.kubectl(&[
+        "create",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-f",
+        &file("deployment.yaml"),
+    ])));
+    let containers = &dep["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers[0]["name"], "proxy", "{dep}");
+    assert_eq!(
+        containers[0]["env"][0],
+        json!({"name": "CLIENT_PROXY_PORT", "value": "23915"}),
+        "{dep}"
+    );
+    assert_eq!(containers[1]["name"], "virtualization-controller", "{dep}");
+}
+
 /// A status write from a stale copy of a VM gets a 409 Conflict; the reconcile reads the VM
 /// again and succeeds.
 fn conflict(env: &Env) {
-    let ns = "conflict";
-    env.namespace(ns);
+    let ns = env.namespace("conflict");
+    let ns = ns.as_str();
     env.apply(&vm_yaml(ns, "x", "AlwaysOff", "256Mi"));
     env.wait_vm(ns, "x", "Stopped", stopped);
     env.rt.block_on(async {
@@ -717,8 +1162,8 @@ fn conflict(env: &Env) {
 /// kube-apiserver restarts under the controller and both sidecars; none of them restarts and
 /// changes made afterwards are reconciled.
 fn apiserver_restart(env: &Env) {
-    let ns = "restart";
-    env.namespace(ns);
+    let ns = env.namespace("restart");
+    let ns = ns.as_str();
     env.apply(&vm_yaml(ns, "r", "AlwaysOff", "256Mi"));
     env.wait_vm(ns, "r", "Stopped", stopped);
     let t = Instant::now();

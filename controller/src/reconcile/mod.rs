@@ -1,7 +1,8 @@
-//! The two reconcilers ([`vm`], [`vmop`]), what they share (the [`Context`], the error policy,
-//! conflict retries, finalizer patches) and [`run`], which runs both controllers until a
+//! The reconcilers ([`vm`], [`vmop`], [`vd`]), what they share (the [`Context`], the error
+//! policy, conflict retries, finalizer patches) and [`run`], which runs the controllers until a
 //! shutdown signal.
 
+pub mod vd;
 pub mod vm;
 pub mod vmop;
 
@@ -30,6 +31,8 @@ pub struct Context {
     pub errors: AtomicU64,
     /// Set once every watched resource could be listed.
     pub ready: AtomicBool,
+    /// The VM controller's cache, once it runs: what the phase metric shows.
+    pub vms: std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualMachine>>,
 }
 
 impl Context {
@@ -39,7 +42,22 @@ impl Context {
             client,
             errors: AtomicU64::new(0),
             ready: AtomicBool::new(false),
+            vms: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The VMs of the cache as the phase metric shows them, sorted by namespace and name.
+    pub fn vm_rows(&self) -> Vec<crate::metrics::VmRow> {
+        let mut rows: Vec<_> = self
+            .vms
+            .get()
+            .map(|s| s.state())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|vm| crate::metrics::VmRow::of(vm))
+            .collect();
+        rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        rows
     }
 }
 
@@ -202,8 +220,8 @@ pub fn remove_finalizer_patch(finalizers: &[String], finalizer: &str) -> Option<
     ]))
 }
 
-/// Runs the VirtualMachine and VirtualMachineOperation controllers until SIGTERM or Ctrl+C, then
-/// lets running reconciles finish. Sets [`Context::ready`] once every resource they watch
+/// Runs the VirtualMachine, VirtualMachineOperation and VirtualDisk controllers until SIGTERM or
+/// Ctrl+C, then lets running reconciles finish. Sets [`Context::ready`] once every resource they watch
 /// could be listed.
 pub async fn run(ctx: Arc<Context>) {
     use futures::StreamExt as _;
@@ -211,8 +229,13 @@ pub async fn run(ctx: Arc<Context>) {
     use kube::runtime::reflector::ObjectRef;
     use kube::runtime::{Controller, watcher};
 
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
     use crate::kubevirt::{NAME_LABEL, vm_resource, vmi_resource};
-    use crate::resources::{OperationPhase, VirtualMachine, VirtualMachineOperation};
+    use crate::resources::{
+        BlockDeviceKind, OperationPhase, VirtualDisk, VirtualMachine, VirtualMachineClass,
+        VirtualMachineOperation,
+    };
 
     let client = ctx.client.clone();
     let kvvms = || Api::<DynamicObject>::all_with(client.clone(), &vm_resource());
@@ -246,15 +269,59 @@ pub async fn run(ctx: Arc<Context>) {
     let vms = Controller::new(
         Api::<VirtualMachine>::all(client.clone()),
         watcher::Config::default(),
-    )
-    .watches_with(kvvms(), vm_resource(), labelled.clone(), move |o| {
-        vm_of(o).into_iter().flatten()
-    })
-    .watches_with(vmis(), vmi_resource(), labelled.clone(), move |o| {
-        vm_of(o).into_iter().flatten()
-    })
-    .trigger_backoff(WatchBackoff::default())
-    .shutdown_on_signal();
+    );
+    let vm_store = vms.store();
+    let _ = ctx.vms.set(vm_store.clone());
+    let vms_of_disk = {
+        let store = vm_store.clone();
+        move |d: VirtualDisk| {
+            let (ns, name) = (d.namespace(), d.name_any());
+            store
+                .state()
+                .into_iter()
+                .filter(|vm| {
+                    vm.namespace() == ns
+                        && vm
+                            .spec
+                            .block_device_refs
+                            .iter()
+                            .any(|r| r.kind == BlockDeviceKind::VirtualDisk && r.name == name)
+                })
+                .map(|vm| ObjectRef::from(vm.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let vms_of_class = {
+        let store = vm_store.clone();
+        move |c: VirtualMachineClass| {
+            let name = c.name_any();
+            store
+                .state()
+                .into_iter()
+                .filter(|vm| vm.spec.virtual_machine_class_name.as_ref() == Some(&name))
+                .map(|vm| ObjectRef::from(vm.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let vms = vms
+        .watches(
+            Api::<VirtualDisk>::all(client.clone()),
+            watcher::Config::default(),
+            vms_of_disk,
+        )
+        .watches(
+            Api::<VirtualMachineClass>::all(client.clone()),
+            watcher::Config::default(),
+            vms_of_class,
+        )
+        .watches_with(kvvms(), vm_resource(), labelled.clone(), move |o| {
+            vm_of(o).into_iter().flatten()
+        })
+        .watches_with(vmis(), vmi_resource(), labelled.clone(), move |o| {
+            vm_of(o).into_iter().flatten()
+        })
+        .trigger_backoff(WatchBackoff::default())
+        .shutdown_on_signal();
 
     let ops = Controller::new(
         Api::<VirtualMachineOperation>::all(client.clone()),
@@ -284,6 +351,17 @@ pub async fn run(ctx: Arc<Context>) {
         .trigger_backoff(WatchBackoff::default())
         .shutdown_on_signal();
 
+    let disks = Controller::new(
+        Api::<VirtualDisk>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default().labels(vd::DISK_LABEL),
+    )
+    .trigger_backoff(WatchBackoff::default())
+    .shutdown_on_signal();
+
     let ready = {
         let ctx = ctx.clone();
         let (a, b) = (
@@ -291,16 +369,28 @@ pub async fn run(ctx: Arc<Context>) {
             Api::<VirtualMachineOperation>::all(client.clone()),
         );
         let (c, d) = (kvvms(), vmis());
+        let (e, f, g) = (
+            Api::<VirtualDisk>::all(client.clone()),
+            Api::<VirtualMachineClass>::all(client.clone()),
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+        );
         async move {
             // Not `Store::wait_until_ready`: its oneshot keeps one waker, and the controller's
             // own runner waits on it.
             let lp = kube::api::ListParams::default().limit(1);
             loop {
-                let listed = futures::future::try_join4(
-                    a.list_metadata(&lp),
-                    b.list_metadata(&lp),
-                    c.list_metadata(&lp),
-                    d.list_metadata(&lp),
+                let listed = futures::future::try_join(
+                    futures::future::try_join4(
+                        a.list_metadata(&lp),
+                        b.list_metadata(&lp),
+                        c.list_metadata(&lp),
+                        d.list_metadata(&lp),
+                    ),
+                    futures::future::try_join3(
+                        e.list_metadata(&lp),
+                        f.list_metadata(&lp),
+                        g.list_metadata(&lp),
+                    ),
                 )
                 .await;
                 match listed {
@@ -319,8 +409,11 @@ pub async fn run(ctx: Arc<Context>) {
     let ops = ops
         .run(vmop::reconcile, error_policy, ctx.clone())
         .for_each(log_result);
+    let disks = disks
+        .run(vd::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
     let ready = tokio::spawn(ready);
-    futures::future::join(vms, ops).await;
+    futures::future::join3(vms, ops, disks).await;
     ready.abort();
 }
 

@@ -1,5 +1,6 @@
-//! Reconcile of a `VirtualMachine`: the finalizer, the KubeVirt VM rendered from the spec,
-//! Start requests for `AlwaysOnUnlessStoppedManually`, the status, and deletion.
+//! Reconcile of a `VirtualMachine`: the finalizer, its class and disks, the KubeVirt VM
+//! rendered from the spec, Start requests for `AlwaysOnUnlessStoppedManually`, the status, and
+//! deletion.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,10 @@ use super::{
 };
 use crate::conditions::{condition, now};
 use crate::kubevirt;
-use crate::resources::{RunPolicy, VirtualMachine, VirtualMachineStatus, VmPhase};
+use crate::kubevirt::Dependencies;
+use crate::resources::{
+    DiskPhase, RunPolicy, VirtualDisk, VirtualMachine, VirtualMachineClass, VirtualMachineStatus, VmPhase,
+};
 use crate::{Error, Result};
 
 /// The finalizer the controller keeps on a VM until its KubeVirt VM and instance are gone.
@@ -27,6 +31,78 @@ pub const RUNNING: &str = "Running";
 pub const CONFIGURATION_APPLIED: &str = "ConfigurationApplied";
 /// Condition: the spec is in the KubeVirt VM, but the running instance needs a restart.
 pub const AWAITING_RESTART: &str = "AwaitingRestartToApplyConfiguration";
+/// Condition: the VM's class exists and allows its spec (set when the VM names a class).
+pub const CLASS_READY: &str = "ClassReady";
+/// Condition: every block device is ready (set when the VM has block devices).
+pub const BLOCK_DEVICES_READY: &str = "BlockDevicesReady";
+
+/// A check of what a VM depends on, as a condition: (type, met, reason, message).
+type Check = (&'static str, bool, &'static str, String);
+
+/// Reads the VM's class and disks: what rendering takes from them, and a check per kind of
+/// dependency. Nothing is rendered while a check is not met.
+async fn dependencies(vm: &VirtualMachine, ctx: &Context, ns: &str) -> Result<(Dependencies, Vec<Check>)> {
+    let mut deps = Dependencies::default();
+    let mut checks = Vec::new();
+    if let Some(class_name) = &vm.spec.virtual_machine_class_name {
+        let classes: Api<VirtualMachineClass> = Api::all(ctx.client.clone());
+        let check = match classes.get_opt(class_name).await? {
+            None => (
+                CLASS_READY,
+                false,
+                "VirtualMachineClassNotFound",
+                format!("VirtualMachineClass {class_name} not found"),
+            ),
+            Some(class) => match kubevirt::validate_class(&vm.spec, class_name, &class.spec) {
+                Err(problem) => (CLASS_READY, false, "NotAllowedByClass", problem),
+                Ok(()) => {
+                    deps.class = Some(class.spec);
+                    (
+                        CLASS_READY,
+                        true,
+                        "VirtualMachineClassReady",
+                        format!("VirtualMachineClass {class_name} applies"),
+                    )
+                }
+            },
+        };
+        checks.push(check);
+    }
+    if !vm.spec.block_device_refs.is_empty() {
+        let disks: Api<VirtualDisk> = Api::namespaced(ctx.client.clone(), ns);
+        let mut waiting = Vec::new();
+        for r in &vm.spec.block_device_refs {
+            let disk = disks.get_opt(&r.name).await?;
+            let status = disk.as_ref().and_then(|d| d.status.clone()).unwrap_or_default();
+            let claim = status.target.and_then(|t| t.persistent_volume_claim_name);
+            match (&disk, status.phase, claim) {
+                (None, ..) => waiting.push(format!("VirtualDisk {} not found", r.name)),
+                (Some(_), Some(DiskPhase::Ready), Some(claim)) => deps.disks.push((r.name.clone(), claim)),
+                (Some(_), phase, _) => waiting.push(format!(
+                    "VirtualDisk {} is {}",
+                    r.name,
+                    phase.map_or_else(|| "Pending".to_owned(), |p| format!("{p:?}"))
+                )),
+            }
+        }
+        checks.push(if waiting.is_empty() {
+            (
+                BLOCK_DEVICES_READY,
+                true,
+                "BlockDevicesReady",
+                format!("{} block device(s) ready", deps.disks.len()),
+            )
+        } else {
+            (
+                BLOCK_DEVICES_READY,
+                false,
+                "BlockDevicesNotReady",
+                waiting.join("; "),
+            )
+        });
+    }
+    Ok((deps, checks))
+}
 
 /// Reconciles one VM, retrying at once on conflicts with a freshly read copy.
 #[instrument(skip_all, fields(namespace = vm.namespace().unwrap_or_default(), name = %vm.name_any()))]
@@ -98,7 +174,29 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
         return Ok(Action::await_change());
     }
 
-    let desired = kubevirt::render(&vm, &uid);
+    let (deps, checks) = dependencies(&vm, ctx, &ns).await?;
+    let check_conditions = |old: &[crate::resources::Condition]| {
+        checks
+            .iter()
+            .map(|(type_, met, reason, message)| {
+                condition(old, type_, *met, reason, message.clone(), generation, &now)
+            })
+            .collect::<Vec<_>>()
+    };
+    if checks.iter().any(|c| !c.1) {
+        // Waiting for a class or disks: nothing is rendered or changed; their watches bring
+        // the VM back here.
+        let mut status = old.clone();
+        status.phase.get_or_insert(VmPhase::Pending);
+        status.observed_generation = generation;
+        for c in check_conditions(&old.conditions) {
+            set(&mut status.conditions, c);
+        }
+        write_status(&api, &vm, status).await?;
+        return Ok(Action::await_change());
+    }
+
+    let desired = kubevirt::render(&vm, &uid, &deps);
     let mut vmi = kv.vmis.get_opt(&name).await?;
     let kvvm = match kv.vms.get_opt(&name).await? {
         None => {
@@ -204,6 +302,7 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
             &now,
         ));
     }
+    status.conditions.extend(check_conditions(c));
     write_status(&api, &vm, status).await?;
     Ok(Action::requeue(Duration::from_secs(300)))
 }

@@ -114,6 +114,14 @@ pub fn decide(
     }
 }
 
+/// Whether the KubeVirt VM already has the runStrategy of the VM's run policy. A request sent
+/// before it does can be undone at once: a Start to a KubeVirt VM still `Halted` (the VM
+/// reconciler has not applied a new run policy yet, e.g. while its watch recovers from a
+/// kube-apiserver restart) makes an instance that KubeVirt deletes again.
+pub fn strategy_applied(kubevirt_run_strategy: Option<&str>, policy: RunPolicy) -> bool {
+    kubevirt_run_strategy == Some(kubevirt::run_strategy(policy))
+}
+
 /// Reconciles one operation. It reads the operation afresh first, so a Start or Stop is never
 /// sent twice from a stale cache.
 #[instrument(skip_all, fields(namespace = op.namespace().unwrap_or_default(), name = %op.name_any()))]
@@ -173,6 +181,24 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
         Step::Finish(phase, reason, message) => {
             finish(&ops, &op, phase, reason, message).await?;
             Ok(Action::await_change())
+        }
+        Step::Send(..)
+            if !strategy_applied(kvvm.data["spec"]["runStrategy"].as_str(), vm.spec.run_policy) =>
+        {
+            write(
+                &ops,
+                &op,
+                OperationPhase::Pending,
+                "RunPolicyNotApplied",
+                false,
+                format!(
+                    "waiting for the KubeVirt VM to take runPolicy {:?}",
+                    vm.spec.run_policy
+                ),
+                None,
+            )
+            .await?;
+            Ok(Action::requeue(Duration::from_secs(1)))
         }
         Step::Send(requests, stopped) => {
             send_requests(&kvvms, &kvvm, &requests).await?;
@@ -279,6 +305,17 @@ mod tests {
         uid: "a",
         running: true,
     };
+
+    #[test]
+    fn requests_wait_for_the_run_policy_to_reach_kubevirt() {
+        assert!(strategy_applied(Some("Manual"), RunPolicy::Manual));
+        assert!(strategy_applied(
+            Some("Manual"),
+            RunPolicy::AlwaysOnUnlessStoppedManually
+        ));
+        assert!(!strategy_applied(Some("Halted"), RunPolicy::Manual));
+        assert!(!strategy_applied(None, RunPolicy::Manual));
+    }
 
     #[test]
     fn pending_operations_send_requests() {
