@@ -24,7 +24,7 @@ use crate::shutdown::Watch;
 /// use std::sync::Arc;
 /// use kube_api_rewriter_layer::{Limits, RewriteLayer, Rules};
 ///
-/// let rules = Rules::load(&["rules/kubevirt.yaml"])?;
+/// let rules = Rules::builtin_kubevirt(); // or Rules::parse(...) of your rule files
 /// let layer = RewriteLayer::new(Arc::new(rules)).with_limits(Limits { max_request_body: 1 << 20 });
 /// let client = kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
 ///     .with_layer(&layer)
