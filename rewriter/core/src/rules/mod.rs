@@ -10,6 +10,7 @@
 //! assert_eq!(rules.restore_api_version("internal.virtualization.deckhouse.io/v1", None).as_deref(), Some("kubevirt.io/v1"));
 //! ```
 
+pub mod diff;
 pub mod generate;
 pub mod jsonpath;
 pub mod names;
