@@ -9,12 +9,14 @@
 //! * [`tls`]: server certificates that reload when their files change.
 //! * [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`.
 //! * [`shutdown`], [`server`], [`app`]: signals, accept loops and start-up.
+//! * [`reload`]: `RULES_PATH` reloaded without a restart.
 
 pub mod app;
 pub mod config;
 pub mod health;
 pub mod metrics;
 pub mod proxy;
+pub mod reload;
 pub mod server;
 pub mod shutdown;
 pub mod tls;

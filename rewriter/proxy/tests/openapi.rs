@@ -2,7 +2,8 @@
 //! (applied through the proxy): `kubectl explain` and `kubectl apply --validate=strict` work
 //! for the original kinds through the proxy exactly as they do directly for the renamed kinds,
 //! the ETag carries the rules version, and `/openapi/v3` (which 1.20 does not serve) passes
-//! upstream's 404 unchanged.
+//! upstream's 404 unchanged. And `RULES_PATH` swapped under a running proxy the way a ConfigMap
+//! update does it: new rules without a restart, an invalid file keeps the old ones.
 
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -204,10 +205,106 @@ fn openapi_through_proxy() {
         assert_eq!(code(&p.url("/openapi/v3/apis/kubevirt.io/v1")), "404");
     };
 
+    // RULES_PATH as a ConfigMap mounts it: DIR/rules.yaml -> ..data/rules.yaml, ..data -> ..vN.
+    let reload = || {
+        let cm = dir.join("configmap");
+        let kubevirt = std::fs::read_to_string(workspace().join("rules/kubevirt.yaml")).expect("rules");
+        let swap = |n: u32, text: &str| {
+            let v = cm.join(format!("..v{n}"));
+            std::fs::create_dir_all(&v).expect("dir");
+            std::fs::write(v.join("rules.yaml"), text).expect("write");
+            let tmp = cm.join("..data_tmp");
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(format!("..v{n}"), &tmp).expect("symlink");
+            std::fs::rename(&tmp, cm.join("..data")).expect("swap");
+        };
+        std::fs::create_dir_all(&cm).expect("dir");
+        swap(1, &kubevirt);
+        std::os::unix::fs::symlink("..data/rules.yaml", cm.join("rules.yaml")).expect("symlink");
+        let rules_path = cm.join("rules.yaml");
+        let q = ProxyProc::start(
+            &dir,
+            &[
+                ("KUBECONFIG", cp.kubeconfig()),
+                ("RULES_PATH", rules_path.to_str().expect("utf-8")),
+            ],
+        );
+        let code = |path: &str| {
+            ok(&curl(&[
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &q.url(path),
+            ]))
+        };
+        let readyz = |query: &str| ok(&curl(&["-s", &q.mon(&format!("/readyz{query}"))]));
+        let etag = || {
+            let h = ok(&curl(&[
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-D",
+                "-",
+                &q.url("/openapi/v2"),
+            ]));
+            h.lines()
+                .find(|l| l.to_ascii_lowercase().starts_with("etag:"))
+                .map(str::to_owned)
+                .unwrap_or_else(|| panic!("no ETag:\n{h}"))
+        };
+        // kubevirt.io is served as internal.virtualization.deckhouse.io.
+        assert_eq!(code("/apis/kubevirt.io/v1"), "200");
+        let etag1 = etag();
+        // A new mapping: kubevirt.io → x.example.io, which upstream does not serve.
+        swap(
+            2,
+            &kubevirt.replace(
+                "renamed: internal.virtualization.deckhouse.io",
+                "renamed: x.example.io",
+            ),
+        );
+        q.wait_until(Duration::from_secs(15), |_| code("/apis/kubevirt.io/v1") == "404");
+        assert!(
+            q.logs().contains("upstream=/apis/x.example.io/v1"),
+            "{}",
+            q.logs()
+        );
+        assert!(q.logs().contains("rules reloaded"), "{}", q.logs());
+        // The OpenAPI ETag changes with the rules.
+        assert_ne!(etag(), etag1);
+        // An invalid file: the rules in force stay, the proxy stays ready and says why.
+        swap(3, "rules: [this is not a rule file\n");
+        q.wait_until(Duration::from_secs(15), |_| {
+            readyz("?verbose").contains("the last reload failed")
+        });
+        assert_eq!(code("/apis/kubevirt.io/v1"), "404");
+        assert_eq!(q.readyz(), "200");
+        assert_eq!(readyz(""), "ok");
+        let v = readyz("?verbose");
+        assert!(v.contains("RULES_PATH"), "{v}");
+        let metrics = ok(&curl(&["-s", &q.mon("/metrics")]));
+        assert!(
+            metrics.contains("kube_api_rewriter_rules_reload_failing 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("kube_api_rewriter_rules_reloads_total{result=\"error\"}"),
+            "{metrics}"
+        );
+        assert!(q.logs().contains("rules reload failed"), "{}", q.logs());
+        // Fixed again: the original mapping is back.
+        swap(4, &kubevirt);
+        q.wait_until(Duration::from_secs(15), |_| code("/apis/kubevirt.io/v1") == "200");
+        assert!(!readyz("?verbose").contains("failed"));
+    };
+
     run_cases(&[
         ("crds", &crds),
         ("explain", &explain),
         ("validate", &validate),
         ("documents", &documents),
+        ("reload", &reload),
     ]);
 }
