@@ -255,6 +255,9 @@ impl Exchange {
             let accept = json_accept(&parts.headers);
             parts.headers.insert(header::ACCEPT, accept);
         }
+        if route.openapi.is_some() {
+            crate::openapi::request_headers(&mut parts.headers, &self.rules);
+        }
         if route.rewrite && !self.client_gzip {
             parts.headers.remove(header::ACCEPT_ENCODING);
         }

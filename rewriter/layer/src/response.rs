@@ -87,6 +87,9 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    if ctx.route.openapi.is_some() {
+        return crate::openapi::respond(ctx, resp).await;
+    }
     let (mut parts, body) = resp.into_parts();
     let status_code = parts.status.as_u16();
     let ct = parts

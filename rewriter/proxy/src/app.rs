@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use kube_api_rewriter::Rules;
 use kube_api_rewriter::exchange::ProxyMode;
-use kube_api_rewriter::rules::Source;
 
 use crate::config::Config;
 use crate::health::{self, Readiness};
@@ -27,19 +26,7 @@ fn start_err(e: impl std::fmt::Display) -> StartError {
 
 /// Loads the rule file, or the built-in KubeVirt rules.
 pub fn load_rules(cfg: &Config) -> Result<Rules, StartError> {
-    match &cfg.rules_path {
-        None => Ok(Rules::builtin_kubevirt()),
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| StartError(format!("RULES_PATH={}: {e}", p.display())))?;
-            let name = p.display().to_string();
-            Rules::parse(&[Source {
-                name: &name,
-                text: &text,
-            }])
-            .map_err(|e| StartError(format!("RULES_PATH: {e}")))
-        }
-    }
+    crate::reload::load(cfg.rules_path.as_deref()).map_err(StartError)
 }
 
 /// Runs the proxies until SIGTERM or SIGINT, then stops gracefully.
@@ -85,8 +72,12 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         Err(e) => tracing::warn!(error = %e, "cannot raise the RLIMIT_NOFILE soft limit"),
     }
     warn_settings(&cfg);
-    let rules = Arc::new(load_rules(&cfg)?);
+    let rules = crate::reload::RulesHandle::load(cfg.rules_path.as_deref()).map_err(StartError)?;
     let metrics = Metrics::new();
+    rules.set_metrics(Arc::clone(&metrics));
+    rules
+        .spawn_watcher(crate::reload::POLL, shutdown.watch())
+        .map_err(StartError)?;
     let mut tasks = Vec::new();
     let opts = |name| ServeOptions {
         name,
@@ -106,6 +97,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         )),
     };
     let readiness = Readiness::new(cfg.readyz_stale_after);
+    readiness.set_rules(Arc::clone(&rules));
 
     // Bind everything before serving anything, so a busy port fails start-up as a whole.
     let api_listener = match cfg.client_proxy {

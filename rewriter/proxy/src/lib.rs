@@ -12,6 +12,7 @@
 //!   connections.
 //! * [`shutdown`], [`server`], [`app`]: signals, accept loops and start-up; [`conns`]: the
 //!   connection cap of a listener.
+//! * [`reload`]: `RULES_PATH` reloaded without a restart.
 
 pub mod app;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod labels;
 pub mod metrics;
 pub mod monauth;
 pub mod proxy;
+pub mod reload;
 pub mod rlimit;
 pub mod server;
 pub mod shutdown;

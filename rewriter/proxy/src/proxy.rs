@@ -14,7 +14,6 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::Limited;
 use hyper_util::rt::TokioIo;
-use kube_api_rewriter::Rules;
 use kube_api_rewriter::exchange::{ProxyMode, Route};
 use kube_api_rewriter_layer::headers::{is_upgrade, strip_hop_by_hop};
 use kube_api_rewriter_layer::{Body, BoxError, Error, Exchange, Limits, body};
@@ -35,8 +34,8 @@ pub struct Proxy {
     pub name: &'static str,
     /// Which way names go.
     pub mode: ProxyMode,
-    /// The rules.
-    pub rules: Arc<Rules>,
+    /// The rules (reloaded in place; each request keeps the ones it started with).
+    pub rules: Arc<crate::reload::RulesHandle>,
     /// Where requests go.
     pub upstream: Arc<Upstream>,
     /// Metrics.
@@ -84,7 +83,7 @@ impl Proxy {
     {
         let start = Instant::now();
         let exchange = Exchange::new(
-            Arc::clone(&self.rules),
+            self.rules.current(),
             self.mode,
             &req,
             self.limits,
@@ -280,6 +279,8 @@ impl Proxy {
 
 #[cfg(test)]
 mod tests {
+    use kube_api_rewriter::Rules;
+
     use super::*;
 
     fn route(path: &str) -> Route {
