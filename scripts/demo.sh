@@ -19,6 +19,8 @@ CRDS=${DEMO_CRDS:-$ROOT/testdata/kubevirt-crds/original-k8s-1.20}
 CP=$ROOT/scripts/control-plane.sh
 RENAMED=internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io
 
+"$ROOT/scripts/test-tools.sh"
+
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 free_port() {
@@ -89,7 +91,6 @@ spec:
     - {jsonPath: .status.printableStatus, name: Status, type: string}
 EOF
 fi
-command -v kubectl >/dev/null || { apt-get update -qq && apt-get install -y -qq kubernetes-client; }
 
 say "building kube-api-rewriter"
 cargo build -q -j"${CARGO_BUILD_JOBS:-2}" --manifest-path "$ROOT/Cargo.toml" -p kube-api-rewriter-proxy --bin kube-api-rewriter

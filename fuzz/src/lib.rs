@@ -427,3 +427,18 @@ pub fn proto(data: &[u8]) {
         let _ = kube_api_rewriter::proto::rewrite(rules(), d.reverse(), &out);
     }
 }
+
+/// `openapi_proto`: [`kube_api_rewriter::openapi::proto::restore`] of arbitrary bytes as an
+/// OpenAPI v2 protobuf document. Oracle: no panic; a document it rewrote is valid for it again
+/// and has nothing more to restore (restoring is idempotent) and differs from the input.
+pub fn openapi_proto(data: &[u8]) {
+    use kube_api_rewriter::openapi::proto::restore;
+    if let Ok(Some(out)) = restore(rules(), data) {
+        assert_ne!(out.as_slice(), data, "a rewrite that changes nothing must say None");
+        match restore(rules(), &out) {
+            Ok(None) => {}
+            Ok(Some(_)) => panic!("restoring twice changed the document again"),
+            Err(e) => panic!("the rewritten document is invalid: {e}"),
+        }
+    }
+}

@@ -179,6 +179,11 @@ impl ProxyProc {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        // A whole suite at another level, e.g. `KAR_TEST_LOG_LEVEL=trace` to check that no
+        // secret reaches the log even there (see `KAR_TEST_LOG_SINK`).
+        if let Some(level) = std::env::var_os("KAR_TEST_LOG_LEVEL") {
+            cmd.env("LOG_LEVEL", level);
+        }
         let f = std::fs::File::create(&log).expect("log file");
         let child = cmd
             .stdin(Stdio::null())
@@ -278,6 +283,14 @@ impl Drop for ProxyProc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // `KAR_TEST_LOG_SINK=FILE`: every proxy's log is appended there before its directory
+        // goes, to be searched after the suite (for tokens, keys, Secret data).
+        if let Some(sink) = std::env::var_os("KAR_TEST_LOG_SINK")
+            && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(sink)
+            && let Ok(mut log) = std::fs::File::open(&self.log)
+        {
+            let _ = std::io::copy(&mut log, &mut f);
+        }
     }
 }
 

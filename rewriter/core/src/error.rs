@@ -51,6 +51,9 @@ pub enum Error {
     /// A URL could not be parsed.
     #[error("invalid path: {0}")]
     Path(String),
+    /// An OpenAPI document (protobuf) could not be read.
+    #[error("{0}")]
+    OpenApi(String),
     /// A base64 field (admission patches) could not be decoded.
     #[error("invalid base64 in {field}: {source}")]
     Base64 {
@@ -81,6 +84,7 @@ impl Error {
             Error::Patch(_) => "patch",
             Error::Path(_) => "path",
             Error::Base64 { .. } => "base64",
+            Error::OpenApi(_) => "openapi",
         }
     }
 }

@@ -67,6 +67,9 @@ pub struct Route {
     pub context: Context,
     /// The webhook rule, in webhook mode.
     pub webhook: Option<WebhookRule>,
+    /// The OpenAPI document asked for (`/openapi/v2`, `/openapi/v3...`): its response is
+    /// restored by [`crate::openapi`] (JSON or protobuf) and bodies are otherwise not touched.
+    pub openapi: Option<crate::openapi::Document>,
 }
 
 /// A rewritten request body.
@@ -137,6 +140,25 @@ impl Route {
                     .map_or_else(|| "UNKNOWN".to_owned(), |r| r.resource.clone()),
                 context,
                 webhook: rule,
+                openapi: None,
+            };
+        }
+        if let Some(doc) = crate::openapi::Document::of_path(path_and_query) {
+            let upstream_path = crate::openapi::upstream_path(rules, path_and_query)
+                .unwrap_or_else(|| path_and_query.to_owned());
+            return Route {
+                mode,
+                method,
+                path: path_and_query.to_owned(),
+                path_rewritten: upstream_path != path_and_query,
+                upstream_path,
+                rewrite: false,
+                response: BodyMode::Pass,
+                watch: false,
+                resource: "OpenAPI".to_owned(),
+                context: Context::default(),
+                webhook: None,
+                openapi: Some(doc),
             };
         }
         let (upstream, changed) = match crate::path::rewrite_parsed(rules, Direction::Rename, &parsed) {
@@ -205,6 +227,7 @@ impl Route {
             resource: f.label,
             context,
             webhook: None,
+            openapi: None,
         }
     }
 

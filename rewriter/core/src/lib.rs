@@ -16,6 +16,7 @@ pub mod error;
 pub mod exchange;
 pub mod json;
 pub mod object;
+pub mod openapi;
 pub mod patch;
 pub mod path;
 pub mod proto;

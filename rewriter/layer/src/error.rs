@@ -40,12 +40,29 @@ pub enum Error {
     /// The rewritten path makes no URI: 400.
     #[error("invalid path: {0}")]
     InvalidPath(String),
+    /// Nothing is served at this path: 404.
+    #[error("the server could not find the requested resource: {0}")]
+    NotFound(String),
     /// Upstream could not be reached or failed the request: 503.
     #[error("upstream is unavailable: {0}")]
     Unavailable(String),
     /// Upstream sent no response head in time: 504.
     #[error("upstream did not answer within {0:?}")]
     Timeout(Duration),
+    /// A response to be read whole is larger than the limit (or its gzip inflates past it):
+    /// 502.
+    #[error("the response from upstream is larger than {limit} bytes")]
+    ResponseTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A single LIST item or WATCH event is larger than the limit: 502 (for a watch, the
+    /// `Status` of an `ERROR` event).
+    #[error("a single item or event from upstream is larger than {limit} bytes")]
+    ItemTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// Upstream answered an upgrade request too late: 504.
     #[error("upstream did not answer the upgrade in time")]
     UpgradeTimeout,
@@ -58,8 +75,10 @@ impl Error {
             Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::ReadBody(_) | Error::Body(_) | Error::InvalidPath(_) => StatusCode::BAD_REQUEST,
             Error::EncodedBody | Error::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Timeout(_) | Error::UpgradeTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Error::ResponseTooLarge { .. } | Error::ItemTooLarge { .. } => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -69,14 +88,30 @@ impl Error {
             Error::BodyTooLarge { .. } => "RequestEntityTooLarge",
             Error::ReadBody(_) | Error::Body(_) | Error::InvalidPath(_) => "BadRequest",
             Error::EncodedBody | Error::UnsupportedMediaType { .. } => "UnsupportedMediaType",
+            Error::NotFound(_) => "NotFound",
             Error::Unavailable(_) => "ServiceUnavailable",
             Error::Timeout(_) | Error::UpgradeTimeout => "Timeout",
+            Error::ResponseTooLarge { .. } | Error::ItemTooLarge { .. } => "InternalError",
         }
     }
 
     /// The Kubernetes `Status` response for this error.
     pub fn into_response(self) -> Response<Body> {
         status(self.status_code(), self.reason(), &self.to_string())
+    }
+
+    /// This error as a watch `ERROR` event carrying its `Status`, newline-terminated.
+    pub fn watch_event(&self) -> Vec<u8> {
+        let status = kube_api_rewriter::exchange::status_json(
+            self.status_code().as_u16(),
+            self.reason(),
+            &self.to_string(),
+            None,
+        );
+        let mut ev = br#"{"type":"ERROR","object":"#.to_vec();
+        ev.extend_from_slice(&status);
+        ev.extend_from_slice(b"}\n");
+        ev
     }
 }
 
@@ -117,12 +152,29 @@ mod tests {
     }
 
     #[test]
+    fn a_watch_error_event_carries_the_status() {
+        let ev = Error::ItemTooLarge { limit: 5 }.watch_event();
+        assert!(ev.ends_with(b"}\n"));
+        let v: serde_json::Value = serde_json::from_slice(&ev).expect("json");
+        assert_eq!(v["type"], "ERROR");
+        assert_eq!(v["object"]["kind"], "Status");
+        assert_eq!(v["object"]["code"], 502);
+        assert_eq!(
+            v["object"]["message"],
+            "a single item or event from upstream is larger than 5 bytes"
+        );
+    }
+
+    #[test]
     fn codes_and_reasons() {
         let cases = [
             (Error::EncodedBody, 415, "UnsupportedMediaType"),
             (Error::InvalidPath("x".into()), 400, "BadRequest"),
             (Error::Unavailable("refused".into()), 503, "ServiceUnavailable"),
             (Error::Timeout(Duration::from_secs(1)), 504, "Timeout"),
+            (Error::ItemTooLarge { limit: 1 }, 502, "InternalError"),
+            (Error::NotFound("/x".into()), 404, "NotFound"),
+            (Error::ResponseTooLarge { limit: 1 }, 502, "InternalError"),
         ];
         for (e, code, reason) in cases {
             assert_eq!((e.status_code().as_u16(), e.reason()), (code, reason), "{e}");

@@ -2,6 +2,7 @@
 //! layer share.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -23,13 +24,24 @@ use crate::shutdown::Watch;
 pub struct Limits {
     /// Largest request body read (or streamed) for one request; larger ones get a 413 `Status`.
     pub max_request_body: usize,
+    /// Largest single LIST item or WATCH event held while a stream is rewritten. A larger one
+    /// ends the response: a watch with an `ERROR` event carrying a `Status`, a list (whose
+    /// `200` head has left already) with a reset, so the client never takes it as complete.
+    pub max_item: usize,
+    /// Largest response read whole (single objects, tables, discovery documents), counted
+    /// after gzip decoding: a larger one (or a gzip body inflating past it) gets a 502 `Status`.
+    pub max_response: usize,
 }
 
 impl Default for Limits {
-    /// 3 MiB, kube-apiserver's own limit for a request body.
+    /// 3 MiB request bodies (kube-apiserver's own limit); 64 MiB items (kube-apiserver stores
+    /// objects of at most 1.5 MiB in etcd, and takes requests of at most 3 MiB); 256 MiB whole
+    /// responses.
     fn default() -> Self {
         Self {
             max_request_body: 3 << 20,
+            max_item: 64 << 20,
+            max_response: 256 << 20,
         }
     }
 }
@@ -67,6 +79,8 @@ pub struct Exchange {
     shutdown: Watch,
     observe: Arc<dyn Observe>,
     client_gzip: bool,
+    /// Set when a streamed (pass-through) request body ran over the limit.
+    over_limit: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -97,6 +111,26 @@ impl Exchange {
             shutdown,
             observe,
             client_gzip: accepts_gzip(req.headers()),
+            over_limit: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// True when the request body, streamed on to upstream, ran over the limit: a failed send
+    /// is then the client's doing, answered with [`Error::BodyTooLarge`] (413) rather than as
+    /// an unavailable upstream.
+    pub fn body_over_limit(&self) -> bool {
+        self.over_limit.load(Ordering::Relaxed)
+    }
+
+    /// The error for a request upstream could not complete: [`Error::BodyTooLarge`] when the
+    /// streamed request body ran over the limit, else [`Error::Unavailable`] with `why`.
+    pub fn send_failed(&self, why: impl Into<String>) -> Error {
+        if self.body_over_limit() {
+            Error::BodyTooLarge {
+                limit: self.limits.max_request_body,
+            }
+        } else {
+            Error::Unavailable(why.into())
         }
     }
 
@@ -194,7 +228,14 @@ impl Exchange {
             }
             body::full(out)
         } else if has_body {
-            let counted = Counted::new(body::boxed(Limited::new(body, max)), from_client);
+            let flag = Arc::clone(&self.over_limit);
+            let limited = Limited::new(body, max).map_err(move |e| {
+                if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                e
+            });
+            let counted = Counted::new(body::boxed(limited), from_client);
             body::boxed(Counted::new(counted, to_target))
         } else {
             body::boxed(body)
@@ -214,6 +255,9 @@ impl Exchange {
             let accept = json_accept(&parts.headers);
             parts.headers.insert(header::ACCEPT, accept);
         }
+        if route.openapi.is_some() {
+            crate::openapi::request_headers(&mut parts.headers, &self.rules);
+        }
         if route.rewrite && !self.client_gzip {
             parts.headers.remove(header::ACCEPT_ENCODING);
         }
@@ -232,6 +276,7 @@ impl Exchange {
             rules: self.rules,
             route: self.route,
             client_gzip: self.client_gzip,
+            limits: self.limits,
             shutdown: self.shutdown,
             observe: self.observe,
         };

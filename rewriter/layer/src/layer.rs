@@ -22,12 +22,16 @@ use crate::shutdown::Watch;
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
+/// use kube_api_rewriter::rules::Source;
 /// use kube_api_rewriter_layer::{Limits, RewriteLayer, Rules};
 /// use kube_api_rewriter::rules::Source;
 ///
 /// let text = std::fs::read_to_string("rules/kubevirt.yaml")?;
 /// let rules = Rules::parse(&[Source { name: "rules/kubevirt.yaml", text: &text }])?;
-/// let layer = RewriteLayer::new(Arc::new(rules)).with_limits(Limits { max_request_body: 1 << 20 });
+/// let layer = RewriteLayer::new(Arc::new(rules)).with_limits(Limits {
+///     max_request_body: 1 << 20,
+///     ..Limits::default()
+/// });
 /// let client = kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
 ///     .with_layer(&layer)
 ///     .build();
@@ -57,7 +61,7 @@ impl RewriteLayer {
         Self::new(Arc::new(Rules::builtin_kubevirt()))
     }
 
-    /// Sets the limits (request body size).
+    /// Sets the limits (request body, LIST item and WATCH event, whole response).
     #[must_use]
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -149,7 +153,14 @@ where
                 Ok(r) => r,
                 Err(e) => return Ok(e.into_response()),
             };
-            let req = into_client_body::<ReqB>(req).await?;
+            let req = match into_client_body::<ReqB>(req).await {
+                Ok(r) => r,
+                // A streamed body over the limit is the client's error: 413, as a rewritten one.
+                Err(e) if exchange.body_over_limit() => {
+                    return Ok(exchange.send_failed(e.to_string()).into_response());
+                }
+                Err(e) => return Err(e),
+            };
             let call = {
                 let mut svc = inner.lock().await;
                 svc.ready().await.map_err(Into::into)?;

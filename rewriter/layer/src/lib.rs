@@ -34,6 +34,7 @@ mod exchange;
 pub mod headers;
 mod layer;
 mod metrics;
+mod openapi;
 mod response;
 mod shutdown;
 
@@ -43,4 +44,5 @@ pub use exchange::{Exchange, Limits};
 pub use kube_api_rewriter::Rules;
 pub use layer::{RewriteLayer, RewriteService};
 pub use metrics::{ByteCounter, Decision, Flow, NoMetrics, Observe, Side};
+pub use openapi::{cached_documents, client_etag, upstream_etag};
 pub use shutdown::{Shutdown, Watch};

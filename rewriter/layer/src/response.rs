@@ -25,13 +25,15 @@ use kube_api_rewriter::exchange::{BodyMode, ResponseBody, Route, is_json};
 use kube_api_rewriter::stream::{ListRewriter, WatchRewriter, sniff_list};
 
 use crate::body::{self, Aborted, Body, BoxError, Counted, EndOnShutdown};
-use crate::error::status;
+use crate::error::{Error, status};
+use crate::exchange::Limits;
 use crate::headers::strip_hop_by_hop;
 use crate::metrics::{ByteCounter, Decision, Flow, Observe, Side};
 use crate::shutdown::Watch;
 
-/// Largest response read whole (single objects, errors, discovery documents).
-const MAX_OBJECT: usize = 256 << 20;
+/// Compressed input decoded at a time: deflate inflates at most about 1032:1, so one slice
+/// never makes more than about 8 MiB of output before the limits are checked.
+const GZ_SLICE: usize = 8 << 10;
 /// Largest LIST head read before deciding whether the body is a list.
 const MAX_SNIFF: usize = 4 << 20;
 /// Chunks that may wait between the rewriting task and the client.
@@ -50,6 +52,7 @@ pub(crate) struct Ctx {
     pub(crate) route: Arc<Route>,
     /// The client accepts gzip.
     pub(crate) client_gzip: bool,
+    pub(crate) limits: Limits,
     pub(crate) shutdown: Watch,
     pub(crate) observe: Arc<dyn Observe>,
 }
@@ -84,6 +87,9 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    if ctx.route.openapi.is_some() {
+        return crate::openapi::respond(ctx, resp).await;
+    }
     let (mut parts, body) = resp.into_parts();
     let status_code = parts.status.as_u16();
     let ct = parts
@@ -129,9 +135,9 @@ where
             let b = body::prefetched(b, PASS_DEPTH);
             Response::from_parts(parts, body::boxed(Counted::new(b, to_client)))
         }
-        BodyMode::Object => match read_all(upstream, Vec::new()).await {
+        BodyMode::Object => match read_all(upstream, Vec::new(), ctx.limits.max_response).await {
             Ok(raw) => object(&ctx, parts, raw, gz, to_client),
-            Err(e) => upstream_read_error(&e),
+            Err(e) => upstream_read_error(e),
         },
         BodyMode::List => list(ctx, parts, upstream, gz, to_client).await,
         BodyMode::Watch => {
@@ -141,21 +147,31 @@ where
     }
 }
 
-fn upstream_read_error(e: &BoxError) -> Response<Body> {
-    status(
-        StatusCode::BAD_GATEWAY,
-        "InternalError",
-        &format!("reading the response from upstream: {e}"),
-    )
+/// Why a response could not be read whole.
+enum ReadError {
+    Upstream(BoxError),
+    TooLarge(Error),
 }
 
-async fn read_all(mut b: Counted<Body>, mut acc: Vec<u8>) -> Result<Vec<u8>, BoxError> {
+fn upstream_read_error(e: ReadError) -> Response<Body> {
+    match e {
+        ReadError::Upstream(e) => status(
+            StatusCode::BAD_GATEWAY,
+            "InternalError",
+            &format!("reading the response from upstream: {e}"),
+        ),
+        ReadError::TooLarge(e) => {
+            tracing::warn!(error = %e, "response refused");
+            e.into_response()
+        }
+    }
+}
+
+async fn read_all(mut b: Counted<Body>, mut acc: Vec<u8>, limit: usize) -> Result<Vec<u8>, ReadError> {
     while let Some(f) = b.frame().await {
-        if let Ok(d) = f?.into_data() {
-            if acc.len() + d.len() > MAX_OBJECT {
-                return Err(Box::new(Aborted(format!(
-                    "response larger than {MAX_OBJECT} bytes"
-                ))));
+        if let Ok(d) = f.map_err(ReadError::Upstream)?.into_data() {
+            if acc.len() + d.len() > limit {
+                return Err(ReadError::TooLarge(Error::ResponseTooLarge { limit }));
             }
             acc.extend_from_slice(&d);
         }
@@ -183,9 +199,23 @@ fn object(
     let (plain, compressed) = if gz {
         let mut g = Gunzip::new();
         let mut out = Vec::new();
-        if g.push(&raw, &mut out).and_then(|()| g.finish(&mut out)).is_err() {
+        let limit = ctx.limits.max_response;
+        let mut inflated = Ok(());
+        for piece in raw.chunks(GZ_SLICE) {
+            inflated = g.push(piece, &mut out);
+            if inflated.is_err() {
+                break;
+            }
+            if out.len() > limit {
+                return upstream_read_error(ReadError::TooLarge(Error::ResponseTooLarge { limit }));
+            }
+        }
+        if inflated.and_then(|()| g.finish(&mut out)).is_err() {
             ctx.invalid_json(parts.status.as_u16());
             return pass(parts, raw);
+        }
+        if out.len() > limit {
+            return upstream_read_error(ReadError::TooLarge(Error::ResponseTooLarge { limit }));
         }
         (out, Some(raw))
     } else {
@@ -246,14 +276,14 @@ async fn list(
     loop {
         let frame = match upstream.frame().await {
             None => break,
-            Some(Err(e)) => return upstream_read_error(&e),
+            Some(Err(e)) => return upstream_read_error(ReadError::Upstream(e)),
             Some(Ok(f)) => f,
         };
         let Ok(d) = frame.into_data() else { continue };
         raw.extend_from_slice(&d);
         match &mut dec {
             Some(g) => {
-                if g.push(&d, &mut plain).is_err() {
+                if g.push_sliced(&d, &mut plain, MAX_SNIFF).is_err() {
                     break;
                 }
             }
@@ -269,9 +299,9 @@ async fn list(
             None => {}
         }
     }
-    match read_all(upstream, raw).await {
+    match read_all(upstream, raw, ctx.limits.max_response).await {
         Ok(raw) => object(&ctx, parts, raw, gz, to_client),
-        Err(e) => upstream_read_error(&e),
+        Err(e) => upstream_read_error(e),
     }
 }
 
@@ -300,6 +330,58 @@ impl Rewriter<'_> {
             Rewriter::Watch(r) => r.finish(out),
         }
     }
+
+    /// Input held for the item or event not yet complete.
+    fn held(&self) -> usize {
+        match self {
+            Rewriter::List(r) => r.held(),
+            Rewriter::Watch(r) => r.held(),
+        }
+    }
+
+    /// Feeds `data` (gzip-decoded first, a slice at a time, when `dec`), failing once the
+    /// unfinished item or event is over `max_item`.
+    fn feed_checked(
+        &mut self,
+        dec: Option<&mut Gunzip>,
+        data: &[u8],
+        plain: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+        max_item: usize,
+    ) -> Result<(), Fail> {
+        let rewrite = |e: kube_api_rewriter::Error| Fail::Abort(format!("rewriting the response: {e}"));
+        match dec {
+            Some(g) => {
+                for piece in data.chunks(GZ_SLICE) {
+                    plain.clear();
+                    g.push(piece, plain)
+                        .map_err(|e| Fail::Abort(format!("decoding gzip: {e}")))?;
+                    self.feed(plain, out).map_err(rewrite)?;
+                    self.check(max_item)?;
+                }
+            }
+            None => {
+                self.feed(data, out).map_err(rewrite)?;
+                self.check(max_item)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check(&self, max_item: usize) -> Result<(), Fail> {
+        if self.held() > max_item {
+            return Err(Fail::TooLarge(Error::ItemTooLarge { limit: max_item }));
+        }
+        Ok(())
+    }
+}
+
+/// Why a stream ends early.
+enum Fail {
+    /// Reset the response.
+    Abort(String),
+    /// An item or event over the limit: an `ERROR` event for a watch, a reset for a list.
+    TooLarge(Error),
 }
 
 /// Streams `upstream` through a rewriter in a task; `initial` is decoded input already read.
@@ -363,6 +445,22 @@ impl Out {
         }
     }
 
+    /// Ends a stream that cannot go on: an item over the limit ends a watch with the events
+    /// complete so far and an `ERROR` event; anything else resets the response.
+    async fn fail(mut self, f: Fail, buf: &mut Vec<u8>, watch: bool) {
+        match f {
+            Fail::TooLarge(e) if watch => {
+                tracing::warn!(error = %e, "watch ended with an ERROR event");
+                buf.extend_from_slice(&e.watch_event());
+                if self.send(buf, true).await {
+                    self.close().await;
+                }
+            }
+            Fail::TooLarge(e) => self.abort(e.to_string()).await,
+            Fail::Abort(why) => self.abort(why).await,
+        }
+    }
+
     /// Ends the body with an error: the client sees a reset, not an end.
     async fn abort(self, why: String) {
         tracing::warn!(error = %why, "response stream aborted");
@@ -395,12 +493,16 @@ async fn pump(
     let stop = ctx.shutdown.clone().cancelled();
     tokio::pin!(stop);
 
+    let max_item = ctx.limits.max_item;
     let t0 = Instant::now();
-    let first = rw.feed(&initial, &mut buf);
+    let first = rw
+        .feed(&initial, &mut buf)
+        .map_err(|e| Fail::Abort(format!("rewriting the response: {e}")))
+        .and_then(|()| rw.check(max_item));
     cpu += t0.elapsed();
-    if let Err(e) = first {
+    if let Err(f) = first {
         ctx.rewrote(false, cpu);
-        return out.abort(format!("rewriting the response: {e}")).await;
+        return out.fail(f, &mut buf, watch).await;
     }
     drop(initial);
     loop {
@@ -475,24 +577,11 @@ async fn pump(
             },
         };
         let t0 = Instant::now();
-        let res = match &mut dec {
-            Some(g) => {
-                plain.clear();
-                match g.push(&data, &mut plain) {
-                    Ok(()) => rw
-                        .feed(&plain, &mut buf)
-                        .map_err(|e| format!("rewriting the response: {e}")),
-                    Err(e) => Err(format!("decoding gzip: {e}")),
-                }
-            }
-            None => rw
-                .feed(&data, &mut buf)
-                .map_err(|e| format!("rewriting the response: {e}")),
-        };
+        let res = rw.feed_checked(dec.as_mut(), &data, &mut plain, &mut buf, max_item);
         cpu += t0.elapsed();
-        if let Err(e) = res {
+        if let Err(f) = res {
             ctx.rewrote(false, cpu);
-            return out.abort(e).await;
+            return out.fail(f, &mut buf, watch).await;
         }
     }
 }
@@ -530,6 +619,17 @@ impl Gunzip {
     fn push(&mut self, data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
         self.dec.write_all(data)?;
         out.append(self.dec.get_mut());
+        Ok(())
+    }
+
+    /// Pushes `data` a slice at a time, failing once `out` is over `limit`.
+    fn push_sliced(&mut self, data: &[u8], out: &mut Vec<u8>, limit: usize) -> std::io::Result<()> {
+        for piece in data.chunks(GZ_SLICE) {
+            self.push(piece, out)?;
+            if out.len() > limit {
+                return Err(std::io::Error::other("inflated past the limit"));
+            }
+        }
         Ok(())
     }
 

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use kube_api_rewriter::Rules;
 use kube_api_rewriter::exchange::ProxyMode;
-use kube_api_rewriter::rules::Source;
 
 use crate::config::Config;
 use crate::health::{self, Readiness};
 use crate::metrics::Metrics;
+use crate::monauth::MonitoringAuth;
 use crate::proxy::Proxy;
 use crate::server::{self, ServeOptions};
 use crate::shutdown::{self, Shutdown};
@@ -26,20 +26,7 @@ fn start_err(e: impl std::fmt::Display) -> StartError {
 
 /// Loads the rule file, or the built-in KubeVirt rules.
 pub fn load_rules(cfg: &Config) -> Result<Rules, StartError> {
-    match &cfg.rules_path {
-        None => Ok(Rules::builtin_kubevirt()),
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| StartError(format!("RULES_PATH={}: {e}", p.display())))?;
-            let name = p.display().to_string();
-            Rules::parse(&[Source {
-                name: &name,
-                text: &text,
-            }])
-            .map_err(|e| StartError(format!("RULES_PATH: {e}")))
-            .inspect(|r| r.warnings.iter().for_each(|w| tracing::warn!("RULES_PATH: {w}")))
-        }
-    }
+    crate::reload::load(cfg.rules_path.as_deref()).map_err(StartError)
 }
 
 /// Runs the proxies until SIGTERM or SIGINT, then stops gracefully.
@@ -62,23 +49,55 @@ pub async fn run(cfg: Config) -> Result<(), StartError> {
     res
 }
 
+/// Warnings about settings that work but deserve attention.
+fn warn_settings(cfg: &Config) {
+    if let Some(a) = cfg.client_proxy
+        && !a.ip().is_loopback()
+    {
+        tracing::warn!(address = %a, "the API proxy listens on a non-loopback address: whoever reaches it uses the proxy's credentials");
+    }
+    if let Some(ip) = &cfg.pod_ip {
+        tracing::info!(pod_ip = %ip, "POD_IP is set; this proxy does not need it (listen addresses come from their own settings)");
+    }
+    if let Some(p) = &cfg.pprof_bind_address {
+        tracing::warn!(address = %p, "PPROF_BIND_ADDRESS is set: there is no pprof in this build (Go-only); nothing listens there. Profile with perf or tokio-console instead");
+    }
+}
+
 /// Starts everything and returns when all listeners have stopped after `shutdown` fired.
 pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
     crate::tls::install_default_provider();
-    let rules = Arc::new(load_rules(&cfg)?);
+    match crate::rlimit::raise_nofile() {
+        Ok((soft, _)) => tracing::debug!(open_files = ?soft, "RLIMIT_NOFILE soft limit at the hard limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the RLIMIT_NOFILE soft limit"),
+    }
+    warn_settings(&cfg);
+    let rules = crate::reload::RulesHandle::load(cfg.rules_path.as_deref()).map_err(StartError)?;
     let metrics = Metrics::new();
+    rules.set_metrics(Arc::clone(&metrics));
+    rules
+        .spawn_watcher(crate::reload::POLL, shutdown.watch())
+        .map_err(StartError)?;
     let mut tasks = Vec::new();
     let opts = |name| ServeOptions {
         name,
         header_read_timeout: cfg.header_read_timeout,
         shutdown_timeout: cfg.shutdown_timeout,
+        max_connections: cfg.max_connections,
+        idle_timeout: cfg.connection_idle_timeout,
     };
 
-    let api_upstream = match cfg.client_proxy {
-        Some(_) => Some(Arc::new(Upstream::kube(&cfg.upstream).await.map_err(start_err)?)),
-        None => None,
+    let api_upstream = match (cfg.client_proxy, &cfg.monitoring_auth) {
+        (None, None) => None,
+        _ => Some(Arc::new(
+            Upstream::kube(&cfg.upstream)
+                .await
+                .map_err(start_err)?
+                .with_dropped_client_impersonation(cfg.drop_impersonation_headers),
+        )),
     };
     let readiness = Readiness::new(cfg.readyz_stale_after);
+    readiness.set_rules(Arc::clone(&rules));
 
     // Bind everything before serving anything, so a busy port fails start-up as a whole.
     let api_listener = match cfg.client_proxy {
@@ -110,6 +129,10 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         None => None,
     };
 
+    let monitoring_auth = match (&cfg.monitoring_auth, &api_upstream) {
+        (Some(attrs), Some(up)) => Some(MonitoringAuth::new(Arc::clone(up), attrs.clone())),
+        _ => None,
+    };
     if let (Some(up), Some(l)) = (&api_upstream, api_listener) {
         readiness.spawn_poller(Arc::clone(up), cfg.readyz_poll_interval, shutdown.watch());
         let proxy = Arc::new(Proxy {
@@ -118,9 +141,11 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             rules: Arc::clone(&rules),
             upstream: Arc::clone(up),
             metrics: Arc::clone(&metrics),
-            max_request_body: cfg.max_request_body,
+            limits: cfg.limits(),
             upstream_timeout: cfg.upstream_response_timeout,
             shutdown: shutdown.watch(),
+            rule_paths_only: false,
+            stream_idle_timeout: cfg.stream_idle_timeout,
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, "API proxy listening");
         let h = move |req| Arc::clone(&proxy).handle(req);
@@ -132,6 +157,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             shutdown.watch(),
         )));
     }
+    let w_rule_paths_only = cfg.webhook.as_ref().is_some_and(|w| w.rule_paths_only);
     if let Some((up, acc, l)) = webhook {
         let proxy = Arc::new(Proxy {
             name: "webhook",
@@ -139,9 +165,11 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             rules: Arc::clone(&rules),
             upstream: up,
             metrics: Arc::clone(&metrics),
-            max_request_body: cfg.max_request_body,
+            limits: cfg.limits(),
             upstream_timeout: cfg.upstream_response_timeout,
             shutdown: shutdown.watch(),
+            rule_paths_only: w_rule_paths_only,
+            stream_idle_timeout: cfg.stream_idle_timeout,
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, tls = acc.is_some(), "webhook proxy listening");
         let h = move |req| Arc::clone(&proxy).handle(req);
@@ -153,7 +181,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             shutdown.watch(),
         )));
     }
-    if api_upstream.is_none() {
+    if cfg.client_proxy.is_none() {
         // Nothing to poll: readiness rests on the rules alone.
         readiness.force_ready();
     }
@@ -161,12 +189,22 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         tracing::info!(address = %l.local_addr().map_err(start_err)?, "monitoring listening");
         let m = Arc::clone(&metrics);
         let r = Arc::clone(&readiness);
+        let auth = monitoring_auth.clone();
         let h = move |req: http::Request<hyper::body::Incoming>| {
-            let resp = health::handle(&m, &r, &req);
-            async move { resp }
+            let (m, r, auth) = (Arc::clone(&m), Arc::clone(&r), auth.clone());
+            async move {
+                if let Some(auth) = auth
+                    && matches!(req.uri().path(), "/metrics" | "/metrics/")
+                    && let Some(refused) = health::refuse(auth.check(req.headers()).await)
+                {
+                    return refused;
+                }
+                health::handle(&m, &r, &req)
+            }
         };
         let mut o = opts("monitoring");
         o.shutdown_timeout = std::time::Duration::from_secs(1);
+        o.max_connections = cfg.monitoring_max_connections;
         tasks.push(tokio::spawn(server::serve(l, None, h, o, shutdown.watch())));
     }
     if tasks.is_empty() {

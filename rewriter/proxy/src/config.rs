@@ -17,6 +17,10 @@ pub struct ProxyArgs {
     /// `no` disables the API client proxy.
     #[arg(long, env = "CLIENT_PROXY", default_value = "yes")]
     pub client_proxy: String,
+    /// `yes` drops client `Impersonate-*` headers on requests sent with the proxy's credentials
+    /// when the kubeconfig sets no impersonation (a kubeconfig's `as:` always replaces them).
+    #[arg(long, env = "DROP_IMPERSONATION_HEADERS", default_value = "no")]
+    pub drop_impersonation_headers: String,
     /// Listen address of the API client proxy (plain HTTP).
     #[arg(long, env = "CLIENT_PROXY_ADDRESS", default_value = "127.0.0.1")]
     pub client_proxy_address: String,
@@ -41,6 +45,10 @@ pub struct ProxyArgs {
     /// Private key of the webhook listener (PEM; reloaded when it changes).
     #[arg(long, env = "WEBHOOK_KEY_FILE")]
     pub webhook_key_file: Option<PathBuf>,
+    /// `yes`: the webhook listener serves only the paths the rules' `webhooks:` name (others
+    /// get 404); default: every path is forwarded, as Go does.
+    #[arg(long, env = "WEBHOOK_RULE_PATHS_ONLY", default_value = "no")]
+    pub webhook_rule_paths_only: String,
     /// Listen address of the webhook proxy (default 0.0.0.0).
     #[arg(long, env = "WEBHOOK_LISTEN_ADDRESS")]
     pub webhook_listen_address: Option<String>,
@@ -56,6 +64,14 @@ pub struct ProxyArgs {
     /// Metrics and health listener (`host:port`, `:port` for all addresses; empty disables).
     #[arg(long, env = "MONITORING_BIND_ADDRESS", default_value = ":9090")]
     pub monitoring_bind_address: String,
+    /// Go's pprof listener (set by Deckhouse in debug builds): not available here; a warning at
+    /// start says so.
+    #[arg(long, env = "PPROF_BIND_ADDRESS")]
+    pub pprof_bind_address: Option<String>,
+    /// `/metrics` requires a bearer token allowed these SubjectAccessReview resource attributes
+    /// (JSON: namespace, verb, group, version, resource, name, optional subresource).
+    #[arg(long, env = "MONITORING_AUTH")]
+    pub monitoring_auth: Option<String>,
     /// Rule file (YAML or JSON); unset: the built-in KubeVirt rules.
     #[arg(long, env = "RULES_PATH")]
     pub rules_path: Option<PathBuf>,
@@ -71,15 +87,41 @@ pub struct ProxyArgs {
     /// Largest request body accepted, in bytes (larger: 413).
     #[arg(long, env = "MAX_REQUEST_BODY_BYTES", default_value = "3145728")]
     pub max_request_body_bytes: String,
+    /// Largest single LIST item or WATCH event, in bytes (larger: the response ends with a
+    /// `Status`; default 64 MiB).
+    #[arg(long, env = "MAX_ITEM_BYTES", default_value = "67108864")]
+    pub max_item_bytes: String,
+    /// Largest response read whole, after gzip decoding, in bytes (larger: 502; default 256 MiB).
+    #[arg(long, env = "MAX_RESPONSE_BYTES", default_value = "268435456")]
+    pub max_response_bytes: String,
     /// Time a client has to send the request headers (e.g. `30s`).
     #[arg(long, env = "HEADER_READ_TIMEOUT", default_value = "30s")]
     pub header_read_timeout: String,
     /// Time upstream has to send response headers (e.g. `90s`).
     #[arg(long, env = "UPSTREAM_RESPONSE_TIMEOUT", default_value = "90s")]
     pub upstream_response_timeout: String,
+    /// A client connection (HTTP/1 keep-alive or HTTP/2) with no request in flight for this long
+    /// is closed.
+    #[arg(long, env = "CONNECTION_IDLE_TIMEOUT", default_value = "5m")]
+    pub connection_idle_timeout: String,
+    /// Upgraded connections (exec, attach, port-forward, proxy) end after this long without a
+    /// byte either way (the kubelet's streaming idle timeout).
+    #[arg(long, env = "STREAM_IDLE_TIMEOUT", default_value = "4h")]
+    pub stream_idle_timeout: String,
+    /// Go's sidecar reads it (Deckhouse sets it in webhook mode); this proxy has no use for it
+    /// and says so at start.
+    #[arg(long, env = "POD_IP")]
+    pub pod_ip: Option<String>,
     /// Time in-flight requests get to finish after SIGTERM (e.g. `20s`).
     #[arg(long, env = "SHUTDOWN_TIMEOUT", default_value = "20s")]
     pub shutdown_timeout: String,
+    /// Open connections at most on the API proxy listener and on the webhook listener (each);
+    /// at the cap the oldest connection without a complete request is closed for a new one.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value = "2048")]
+    pub max_connections: String,
+    /// Open connections at most on the monitoring listener.
+    #[arg(long, env = "MONITORING_MAX_CONNECTIONS", default_value = "64")]
+    pub monitoring_max_connections: String,
     /// How often upstream `/readyz` is polled.
     #[arg(long, env = "READYZ_POLL_INTERVAL", default_value = "1s")]
     pub readyz_poll_interval: String,
@@ -163,6 +205,8 @@ pub struct WebhookConfig {
     pub listen: SocketAddr,
     /// Listener certificate and key; `None` serves plain HTTP (as Go does).
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Only the paths the rules name are served.
+    pub rule_paths_only: bool,
 }
 
 /// Checked settings.
@@ -172,33 +216,64 @@ pub struct Config {
     pub client_proxy: Option<SocketAddr>,
     /// kube-apiserver.
     pub upstream: UpstreamSource,
+    /// Drop client `Impersonate-*` headers without kubeconfig impersonation.
+    pub drop_impersonation_headers: bool,
     /// The webhook proxy, when enabled.
     pub webhook: Option<WebhookConfig>,
     /// Monitoring listen address, `None` when disabled.
     pub monitoring: Option<SocketAddr>,
+    /// What `/metrics` requires of a bearer token, when set.
+    pub monitoring_auth: Option<crate::monauth::ResourceAttributes>,
     /// Rule file; `None` for the built-in rules.
     pub rules_path: Option<PathBuf>,
+    /// `PPROF_BIND_ADDRESS` as given (warned about at start).
+    pub pprof_bind_address: Option<String>,
     /// Logging.
     pub log: LogConfig,
     /// Request body limit in bytes.
     pub max_request_body: usize,
+    /// Largest LIST item or WATCH event in bytes.
+    pub max_item: usize,
+    /// Largest response read whole in bytes.
+    pub max_response: usize,
     /// Header read timeout.
     pub header_read_timeout: Duration,
     /// Upstream response header timeout.
     pub upstream_response_timeout: Duration,
     /// Shutdown deadline.
     pub shutdown_timeout: Duration,
+    /// Idle timeout of upgraded connections.
+    pub stream_idle_timeout: Duration,
+    /// Idle timeout of client connections with no request in flight.
+    pub connection_idle_timeout: Duration,
+    /// `POD_IP` as given (noted at start, not used).
+    pub pod_ip: Option<String>,
+    /// Connection cap of the API and webhook listeners (each).
+    pub max_connections: usize,
+    /// Connection cap of the monitoring listener.
+    pub monitoring_max_connections: usize,
     /// Readiness poll interval.
     pub readyz_poll_interval: Duration,
     /// Readiness staleness limit.
     pub readyz_stale_after: Duration,
 }
 
+impl Config {
+    /// The limits of the shared rewriting path.
+    pub fn limits(&self) -> kube_api_rewriter_layer::Limits {
+        kube_api_rewriter_layer::Limits {
+            max_request_body: self.max_request_body,
+            max_item: self.max_item,
+            max_response: self.max_response,
+        }
+    }
+}
+
 impl ProxyArgs {
     /// Checks every setting; the first bad one is the error.
     pub fn resolve(&self) -> Result<Config, ConfigError> {
-        let client_proxy = match self.client_proxy.trim() {
-            "no" => None,
+        let client_proxy = match flag("CLIENT_PROXY", &self.client_proxy)? {
+            Some(false) => None,
             _ => Some(SocketAddr::new(
                 ip("CLIENT_PROXY_ADDRESS", &self.client_proxy_address)?,
                 port("CLIENT_PROXY_PORT", &self.client_proxy_port)?,
@@ -264,12 +339,24 @@ impl ProxyArgs {
                     ca_file: self.webhook_ca_file.clone(),
                     listen,
                     tls,
+                    rule_paths_only: flag("WEBHOOK_RULE_PATHS_ONLY", &self.webhook_rule_paths_only)?
+                        .unwrap_or(false),
                 })
             }
         };
         let monitoring = match self.monitoring_bind_address.trim() {
             "" => None,
             a => Some(bind_address("MONITORING_BIND_ADDRESS", a)?),
+        };
+        let monitoring_auth = match self.monitoring_auth.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(v) => Some(crate::monauth::ResourceAttributes::parse(v).map_err(|e| {
+                bad(
+                    "MONITORING_AUTH",
+                    v,
+                    format!("expected a JSON object of resource attributes: {e}"),
+                )
+            })?),
         };
         let level = match self.log_level.trim().to_ascii_lowercase().as_str() {
             "error" => tracing::Level::ERROR,
@@ -325,25 +412,63 @@ impl ProxyArgs {
         Ok(Config {
             client_proxy,
             upstream,
+            drop_impersonation_headers: flag("DROP_IMPERSONATION_HEADERS", &self.drop_impersonation_headers)?
+                .unwrap_or(false),
             webhook,
             monitoring,
+            monitoring_auth,
             rules_path: self.rules_path.clone().filter(|p| !p.as_os_str().is_empty()),
+            pprof_bind_address: self.pprof_bind_address.clone().filter(|p| !p.trim().is_empty()),
             log: LogConfig {
                 level,
                 format,
                 output,
             },
             max_request_body,
+            max_item: count("MAX_ITEM_BYTES", &self.max_item_bytes)?,
+            max_response: count("MAX_RESPONSE_BYTES", &self.max_response_bytes)?,
             header_read_timeout: duration("HEADER_READ_TIMEOUT", &self.header_read_timeout)?,
             upstream_response_timeout: duration(
                 "UPSTREAM_RESPONSE_TIMEOUT",
                 &self.upstream_response_timeout,
             )?,
             shutdown_timeout: duration("SHUTDOWN_TIMEOUT", &self.shutdown_timeout)?,
+            stream_idle_timeout: duration("STREAM_IDLE_TIMEOUT", &self.stream_idle_timeout)?,
+            connection_idle_timeout: duration("CONNECTION_IDLE_TIMEOUT", &self.connection_idle_timeout)?,
+            pod_ip: self.pod_ip.clone().filter(|p| !p.trim().is_empty()),
+            max_connections: count("MAX_CONNECTIONS", &self.max_connections)?,
+            monitoring_max_connections: count(
+                "MONITORING_MAX_CONNECTIONS",
+                &self.monitoring_max_connections,
+            )?,
             readyz_poll_interval: duration("READYZ_POLL_INTERVAL", &self.readyz_poll_interval)?,
             readyz_stale_after: duration("READYZ_STALE_AFTER", &self.readyz_stale_after)?,
         })
     }
+}
+
+/// A yes/no setting in the spellings Go's `strconv.ParseBool` and the Go sidecar accept
+/// (`yes`/`no`, `true`/`false`, `1`/`0`, `t`/`f`, `on`/`off`, any case): `Some(None)` when
+/// empty, `None` when not a yes/no value.
+pub fn parse_flag(v: &str) -> Option<Option<bool>> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" => Some(None),
+        "yes" | "y" | "true" | "t" | "1" | "on" => Some(Some(true)),
+        "no" | "n" | "false" | "f" | "0" | "off" => Some(Some(false)),
+        _ => None,
+    }
+}
+
+fn flag(name: &'static str, v: &str) -> Result<Option<bool>, ConfigError> {
+    parse_flag(v).ok_or_else(|| bad(name, v, "expected yes or no (true/false, 1/0, on/off)"))
+}
+
+fn count(name: &'static str, v: &str) -> Result<usize, ConfigError> {
+    v.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| bad(name, v, "expected a positive number"))
 }
 
 fn ip(name: &'static str, v: &str) -> Result<IpAddr, ConfigError> {
@@ -372,21 +497,52 @@ fn bind_address(name: &'static str, v: &str) -> Result<SocketAddr, ConfigError> 
     ))
 }
 
-/// `300ms`, `30s`, `2m`, `1h`, or bare seconds.
+/// A duration in Go's `time.ParseDuration` syntax (`300ms`, `1m30s`, `1.5h`, `2h45m10.5s`;
+/// units `ns`, `us`/`µs`/`μs`, `ms`, `s`, `m`, `h`), or bare seconds (`30`). Negative durations
+/// are refused.
+///
+/// Written here because the Go sidecar's settings use Go's grammar exactly: humantime and
+/// similar crates accept other spellings (`1 day`, `30sec`) and miss `µs`.
 pub fn parse_duration(v: &str) -> Option<Duration> {
     let t = v.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
+    let t = t.strip_prefix('+').unwrap_or(t);
+    if t.is_empty() {
+        return None;
+    }
+    let number_len = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len())
     };
+    if number_len(t) == t.len() {
+        // Bare seconds (the Rust sidecar's extension; Go accepts a bare "0" only).
+        let n: f64 = t.parse().ok()?;
+        return Duration::try_from_secs_f64(n).ok();
+    }
+    let mut rest = t;
+    let mut secs = 0.0_f64;
+    while !rest.is_empty() {
+        let n = number_len(rest);
+        let num = &rest[..n];
+        if num.is_empty() || num == "." {
+            return None;
+        }
+        let value: f64 = num.parse().ok()?;
+        rest = &rest[n..];
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..u] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        secs += value * scale;
+        rest = &rest[u..];
+    }
     Duration::try_from_secs_f64(secs).ok()
 }
 
@@ -479,10 +635,63 @@ mod tests {
     }
 
     #[test]
+    fn client_proxy_spellings() {
+        for off in ["no", "NO", "false", "False", "0", "f", "off"] {
+            let c = args(&["--client-proxy", off]).resolve().expect("valid");
+            assert!(c.client_proxy.is_none(), "{off}");
+        }
+        for on in ["yes", "true", "TRUE", "1", "t", "on", ""] {
+            let c = args(&["--client-proxy", on]).resolve().expect("valid");
+            assert!(c.client_proxy.is_some(), "{on}");
+        }
+        let e = args(&["--client-proxy", "maybe"]).resolve().expect_err("bad");
+        assert!(e.to_string().starts_with("CLIENT_PROXY="), "{e}");
+    }
+
+    #[test]
+    fn hardening_settings() {
+        let c = args(&[]).resolve().expect("valid");
+        assert_eq!((c.max_connections, c.monitoring_max_connections), (2048, 64));
+        assert!(!c.drop_impersonation_headers);
+        assert!(c.pprof_bind_address.is_none());
+        let c = args(&[
+            "--max-connections",
+            "10",
+            "--drop-impersonation-headers",
+            "true",
+            "--pprof-bind-address",
+            ":8129",
+        ])
+        .resolve()
+        .expect("valid");
+        assert_eq!(c.max_connections, 10);
+        assert!(c.drop_impersonation_headers);
+        assert_eq!(c.pprof_bind_address.as_deref(), Some(":8129"));
+        let e = args(&["--max-connections", "0"]).resolve().expect_err("zero");
+        assert!(e.to_string().starts_with("MAX_CONNECTIONS="), "{e}");
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
         assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
         assert_eq!(parse_duration("x"), None);
+        // Go's time.ParseDuration grammar.
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h2m3s"), Some(Duration::from_secs(3723)));
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(
+            parse_duration("2h45m10.5s"),
+            Some(Duration::from_millis(9_910_500))
+        );
+        assert_eq!(parse_duration("250us"), Some(Duration::from_micros(250)));
+        assert_eq!(parse_duration("250µs"), Some(Duration::from_micros(250)));
+        assert_eq!(parse_duration("100ns"), Some(Duration::from_nanos(100)));
+        assert_eq!(parse_duration("+5s"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_duration("0"), Some(Duration::ZERO));
+        for bad in ["", "-5s", "1d", "s", "1m30", "1.2.3s", "30sec", ".s", "1 m"] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
     }
 }

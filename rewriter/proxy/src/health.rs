@@ -22,6 +22,7 @@ pub struct Readiness {
     stale_after: Duration,
     last_error: Mutex<String>,
     always: std::sync::atomic::AtomicBool,
+    rules: Mutex<Option<Arc<crate::reload::RulesHandle>>>,
 }
 
 impl Readiness {
@@ -32,7 +33,23 @@ impl Readiness {
             stale_after,
             last_error: Mutex::new("not polled yet".into()),
             always: std::sync::atomic::AtomicBool::new(false),
+            rules: Mutex::new(None),
         })
+    }
+
+    /// Reports the rules' reload state in `/readyz?verbose` (a failed reload keeps the old
+    /// rules serving, so it does not make the proxy unready).
+    pub fn set_rules(&self, rules: Arc<crate::reload::RulesHandle>) {
+        *self.rules.lock().unwrap_or_else(|p| p.into_inner()) = Some(rules);
+    }
+
+    /// The rules' line of `/readyz?verbose`.
+    fn rules_check(&self) -> String {
+        let rules = self.rules.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match rules.and_then(|r| r.last_error()) {
+            None => "[+]rules ok\n".to_owned(),
+            Some(e) => format!("[+]rules ok: the last reload failed, the previous rules serve: {e}\n"),
+        }
     }
 
     /// Ready without polling (no API proxy to check).
@@ -110,6 +127,21 @@ fn text(code: StatusCode, s: impl Into<String>) -> Response<Body> {
     r
 }
 
+/// The answer to a `/metrics` request `MONITORING_AUTH` refuses, `None` when allowed.
+pub fn refuse(d: crate::monauth::Decision) -> Option<Response<Body>> {
+    use crate::monauth::Decision;
+    match d {
+        Decision::Allowed => None,
+        Decision::Unauthenticated => {
+            let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            Some(r)
+        }
+        Decision::Forbidden => Some(text(StatusCode::FORBIDDEN, "Forbidden\n")),
+    }
+}
+
 /// The monitoring listener's handler.
 pub fn handle<B>(metrics: &Metrics, ready: &Readiness, req: &Request<B>) -> Response<Body> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -125,10 +157,27 @@ pub fn handle<B>(metrics: &Metrics, ready: &Readiness, req: &Request<B>) -> Resp
             r
         }
         "/healthz" | "/healthz/" | "/livez" | "/livez/" => text(StatusCode::OK, "ok"),
-        "/readyz" | "/readyz/" => match ready.ready() {
-            Ok(()) => text(StatusCode::OK, "ok"),
-            Err(e) => text(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}\n")),
-        },
+        "/readyz" | "/readyz/" => {
+            let verbose = req
+                .uri()
+                .query()
+                .is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
+            match (ready.ready(), verbose) {
+                (Ok(()), false) => text(StatusCode::OK, "ok"),
+                (Ok(()), true) => text(
+                    StatusCode::OK,
+                    format!("[+]upstream ok\n{}readyz check passed\n", ready.rules_check()),
+                ),
+                (Err(e), false) => text(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}\n")),
+                (Err(e), true) => text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "[-]upstream failed: {e}\n{}readyz check failed\n",
+                        ready.rules_check()
+                    ),
+                ),
+            }
+        }
         _ => text(StatusCode::NOT_FOUND, "404 page not found\n"),
     }
 }

@@ -7,14 +7,24 @@
 //! * [`proxy`]: the request handler shared by the API proxy and the webhook proxy.
 //! * [`webhook`]: the webhook proxy's target and TLS listener.
 //! * [`tls`]: server certificates that reload when their files change.
-//! * [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`.
-//! * [`shutdown`], [`server`], [`app`]: signals, accept loops and start-up.
+//! * [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`; [`monauth`]: `MONITORING_AUTH`; [`labels`]: bounded label values.
+//! * [`rlimit`]: the open-file limit raised at start; [`idle`]: the idle timeout of upgraded
+//!   connections.
+//! * [`shutdown`], [`server`], [`app`]: signals, accept loops and start-up; [`conns`]: the
+//!   connection cap of a listener.
+//! * [`reload`]: `RULES_PATH` reloaded without a restart.
 
 pub mod app;
 pub mod config;
+pub mod conns;
 pub mod health;
+pub mod idle;
+pub mod labels;
 pub mod metrics;
+pub mod monauth;
 pub mod proxy;
+pub mod reload;
+pub mod rlimit;
 pub mod server;
 pub mod shutdown;
 pub mod tls;

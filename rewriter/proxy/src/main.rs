@@ -112,6 +112,14 @@ enum RulesCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Print the names (group, kind, resource, label, annotation, finalizer) two rule files map
+    /// differently: `-` the old mapping, `+` the new. Exit code 0: the same, 1: they differ.
+    Diff {
+        /// The rules in force.
+        old: PathBuf,
+        /// The rules to compare them with.
+        new: PathBuf,
+    },
     /// Write a rule file for the groups of CRD manifests.
     Generate {
         /// CRD manifests (YAML, several documents allowed).
@@ -285,6 +293,22 @@ fn rules_cmd(c: RulesCommand) -> anyhow::Result<()> {
                 rules.kinds.len()
             );
             Ok(())
+        }
+        RulesCommand::Diff { old, new } => {
+            // Exit code 1 means "they differ": an unreadable or invalid file is a usage error (2).
+            let load =
+                |f: PathBuf| load_rules(&RuleFiles { rules: vec![f] }).map_err(|e| bad(format!("{e:#}")));
+            let (old, new) = (load(old)?, load(new)?);
+            let lines = kube_api_rewriter::rules::diff::diff(&old, &new);
+            if lines.is_empty() {
+                return Ok(());
+            }
+            let mut out = io::stdout().lock();
+            for l in lines {
+                writeln!(out, "{l}").context("writing")?;
+            }
+            out.flush().context("writing")?;
+            std::process::exit(1);
         }
         RulesCommand::Generate {
             crd,

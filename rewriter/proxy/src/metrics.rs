@@ -45,8 +45,8 @@ impl Common {
     pub fn of(name: &'static str, route: &Route) -> Common {
         Common {
             name,
-            resource: route.resource.clone(),
-            method: route.method.clone(),
+            resource: crate::labels::resource(route),
+            method: crate::labels::method(&route.method),
             watch: if route.watch { "1" } else { "0" },
         }
     }
@@ -86,6 +86,13 @@ pub struct DurationLabels {
     pub decision: &'static str,
     /// HTTP status code.
     pub status: String,
+}
+
+/// `result` of a rules reload.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `ok` or `error`.
+    pub result: &'static str,
 }
 
 /// `name, resource, method, watch, status`.
@@ -233,6 +240,10 @@ pub struct Metrics {
     pub from_target_bytes: Family<RequestLabels, Counter>,
     /// `to_client_bytes_total`.
     pub to_client_bytes: Family<RequestLabels, Counter>,
+    /// `rules_reloads_total{result}`: `ok` (new rules), `error` (old rules kept).
+    pub rules_reloads: Family<ReloadLabels, Counter>,
+    /// `rules_reload_failing`: 1 while the rule file fails validation (old rules serve).
+    pub rules_reload_failing: prometheus_client::metrics::gauge::Gauge,
     registry: Registry,
 }
 
@@ -251,6 +262,8 @@ impl Metrics {
             to_target_bytes: Family::default(),
             from_target_bytes: Family::default(),
             to_client_bytes: Family::default(),
+            rules_reloads: Family::default(),
+            rules_reload_failing: Default::default(),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -307,11 +320,35 @@ impl Metrics {
                 "Body bytes sent to clients",
                 m.to_client_bytes.clone(),
             );
+            r.register(
+                "rules_reloads",
+                "RULES_PATH reloads by result (error: the previous rules kept)",
+                m.rules_reloads.clone(),
+            );
+            r.register(
+                "rules_reload_failing",
+                "1 while RULES_PATH fails validation and the previous rules serve",
+                m.rules_reload_failing.clone(),
+            );
         }
         registry.register_collector(Box::new(BuildInfo));
         registry.register_collector(Box::new(ProcessCollector::new()));
         m.registry = registry;
         Arc::new(m)
+    }
+
+    /// Records a rules reload (`Ok(false)`: the file says the same, not counted).
+    pub fn rules_reloaded(&self, res: &Result<bool, String>) {
+        let result = match res {
+            Ok(false) => {
+                self.rules_reload_failing.set(0);
+                return;
+            }
+            Ok(true) => "ok",
+            Err(_) => "error",
+        };
+        self.rules_reload_failing.set(i64::from(res.is_err()));
+        self.rules_reloads.get_or_create(&ReloadLabels { result }).inc();
     }
 
     /// The text exposition (OpenMetrics).

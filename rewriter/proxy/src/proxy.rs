@@ -14,11 +14,11 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::Limited;
 use hyper_util::rt::TokioIo;
-use kube_api_rewriter::Rules;
 use kube_api_rewriter::exchange::{ProxyMode, Route};
 use kube_api_rewriter_layer::headers::{is_upgrade, strip_hop_by_hop};
 use kube_api_rewriter_layer::{Body, BoxError, Error, Exchange, Limits, body};
 
+use crate::idle::Activity;
 use crate::metrics::{Common, DurationLabels, Metrics, ProxyMetrics, RequestLabels, ResultLabels};
 use crate::shutdown::Watch;
 use crate::upstream::Upstream;
@@ -34,18 +34,22 @@ pub struct Proxy {
     pub name: &'static str,
     /// Which way names go.
     pub mode: ProxyMode,
-    /// The rules.
-    pub rules: Arc<Rules>,
+    /// The rules (reloaded in place; each request keeps the ones it started with).
+    pub rules: Arc<crate::reload::RulesHandle>,
     /// Where requests go.
     pub upstream: Arc<Upstream>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Largest request body.
-    pub max_request_body: usize,
-    /// Time upstream has to answer with headers.
+    /// Request body, item and response limits.
+    pub limits: Limits,
+    /// Time upstream has to answer with headers (not for watches).
     pub upstream_timeout: Duration,
     /// Shutdown, to end watches cleanly.
     pub shutdown: Watch,
+    /// Upgraded (spliced) connections end after this long without a byte either way.
+    pub stream_idle_timeout: Duration,
+    /// Webhook proxy: answer 404 for paths no webhook rule names instead of forwarding them.
+    pub rule_paths_only: bool,
 }
 
 /// The proxy's own answer to a request it could not forward.
@@ -53,6 +57,21 @@ fn fail(e: Error) -> Response<Body> {
     let mut r = e.into_response();
     r.extensions_mut().insert(ProxyAnswered);
     r
+}
+
+/// Subresources that stream over an upgraded connection (SPDY or WebSocket).
+const UPGRADE_SUBRESOURCES: &[&str] = &["exec", "attach", "portforward", "proxy"];
+
+/// Whether a request with `Connection: Upgrade` takes the splice path: only where nothing is
+/// lost by not rewriting, that is for the streaming subresources and for routes the rules do
+/// not rewrite anyway (KubeVirt's `console`, `vnc`, ... of `subresources.kubevirt.io`). Anywhere
+/// else the header does not skip rewriting, excludes or JSON negotiation: the request is
+/// rewritten as usual (hop-by-hop headers, `Upgrade` included, are not forwarded).
+fn splices(route: &Route) -> bool {
+    let sub = kube_api_rewriter::path::ApiPath::parse(&route.path)
+        .subresource()
+        .map(str::to_owned);
+    !route.rewrite || sub.is_some_and(|s| UPGRADE_SUBRESOURCES.contains(&s.as_str()))
 }
 
 impl Proxy {
@@ -64,12 +83,10 @@ impl Proxy {
     {
         let start = Instant::now();
         let exchange = Exchange::new(
-            Arc::clone(&self.rules),
+            self.rules.current(),
             self.mode,
             &req,
-            Limits {
-                max_request_body: self.max_request_body,
-            },
+            self.limits,
             self.shutdown.clone(),
             Arc::new(ProxyMetrics::new(self.name, Arc::clone(&self.metrics))),
         );
@@ -130,9 +147,13 @@ impl Proxy {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        if is_upgrade(req.headers()) {
+        let route = exchange.route();
+        if self.rule_paths_only && route.mode == ProxyMode::Webhook && route.webhook.is_none() {
+            return fail(Error::NotFound(route.path.clone()));
+        }
+        if is_upgrade(req.headers()) && splices(exchange.route()) {
             let on_client = hyper::upgrade::on(&mut req);
-            return self.upgrade(exchange.route(), req, on_client).await;
+            return self.upgrade(&exchange, req, on_client).await;
         }
         let headers = req.headers_mut();
         strip_hop_by_hop(headers);
@@ -147,15 +168,21 @@ impl Proxy {
             Err(e) => return fail(e),
         };
         let up = Request::from_parts(parts, body);
-        let resp = match tokio::time::timeout(self.upstream_timeout, self.upstream.send(up)).await {
+        // A watch ends when the server ends it: no deadline, not even for its head.
+        let sent = if exchange.route().watch {
+            Ok(self.upstream.send(up).await)
+        } else {
+            tokio::time::timeout(self.upstream_timeout, self.upstream.send(up)).await
+        };
+        let resp = match sent {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return self.upstream_error(&e),
+            Ok(Err(e)) => return self.upstream_error(&exchange, &e),
             Err(_) => return fail(Error::Timeout(self.upstream_timeout)),
         };
         exchange.response(resp).await
     }
 
-    fn upstream_error(&self, e: &hyper_util::client::legacy::Error) -> Response<Body> {
+    fn upstream_error(&self, exchange: &Exchange, e: &hyper_util::client::legacy::Error) -> Response<Body> {
         use std::error::Error as _;
         let mut msg = e.to_string();
         let mut src = e.source();
@@ -163,6 +190,9 @@ impl Proxy {
             msg.push_str(": ");
             msg.push_str(&s.to_string());
             src = s.source();
+        }
+        if exchange.body_over_limit() {
+            return fail(exchange.send_failed(msg));
         }
         tracing::warn!(proxy = self.name, error = %msg, "upstream request failed");
         fail(Error::Unavailable(msg))
@@ -172,7 +202,7 @@ impl Proxy {
     /// connections.
     async fn upgrade<B>(
         &self,
-        route: &Route,
+        exchange: &Exchange,
         req: Request<B>,
         on_client: hyper::upgrade::OnUpgrade,
     ) -> Response<Body>
@@ -180,6 +210,7 @@ impl Proxy {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        let route = exchange.route();
         let (parts, body) = req.into_parts();
         let mut headers = parts.headers.clone();
         let upgrade = headers.get(header::UPGRADE).cloned();
@@ -196,7 +227,7 @@ impl Proxy {
         let b = if body.is_end_stream() {
             body::empty()
         } else {
-            body::boxed(Limited::new(body, self.max_request_body))
+            body::boxed(Limited::new(body, self.limits.max_request_body))
         };
         let mut up = Request::new(b);
         *up.method_mut() = parts.method;
@@ -205,7 +236,7 @@ impl Proxy {
         let mut resp = match tokio::time::timeout(self.upstream_timeout, self.upstream.send_upgrade(up)).await
         {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return self.upstream_error(&e),
+            Ok(Err(e)) => return self.upstream_error(exchange, &e),
             Err(_) => return fail(Error::UpgradeTimeout),
         };
         if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
@@ -217,6 +248,7 @@ impl Proxy {
         let on_upstream = hyper::upgrade::on(&mut resp);
         let name = self.name;
         let path = route.path.clone();
+        let idle = self.stream_idle_timeout;
         tokio::spawn(async move {
             let (client, upstream) = match tokio::try_join!(on_client, on_upstream) {
                 Ok(pair) => pair,
@@ -225,16 +257,60 @@ impl Proxy {
                     return;
                 }
             };
-            let mut client = TokioIo::new(client);
-            let mut upstream = TokioIo::new(upstream);
-            match tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
-                Ok((up, down)) => {
-                    tracing::debug!(proxy = name, %path, up, down, "upgraded connection closed")
+            let activity = Activity::new();
+            let mut client = activity.wrap(TokioIo::new(client));
+            let mut upstream = activity.wrap(TokioIo::new(upstream));
+            tokio::select! {
+                r = tokio::io::copy_bidirectional(&mut client, &mut upstream) => match r {
+                    Ok((up, down)) => {
+                        tracing::debug!(proxy = name, %path, up, down, "upgraded connection closed")
+                    }
+                    Err(e) => tracing::debug!(proxy = name, %path, error = %e, "upgraded connection ended"),
+                },
+                () = activity.idle_for(idle) => {
+                    tracing::debug!(proxy = name, %path, ?idle, "upgraded connection idle; closed");
                 }
-                Err(e) => tracing::debug!(proxy = name, %path, error = %e, "upgraded connection ended"),
             }
         });
         let (p, _) = resp.into_parts();
         Response::from_parts(p, body::empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube_api_rewriter::Rules;
+
+    use super::*;
+
+    fn route(path: &str) -> Route {
+        static RULES: std::sync::OnceLock<Rules> = std::sync::OnceLock::new();
+        Route::new(
+            RULES.get_or_init(Rules::builtin_kubevirt),
+            ProxyMode::Api,
+            "GET",
+            path,
+        )
+    }
+
+    #[test]
+    fn only_streaming_subresources_and_untouched_routes_splice() {
+        for p in [
+            "/api/v1/namespaces/d/pods/p/exec?command=sh",
+            "/api/v1/namespaces/d/pods/p/attach",
+            "/api/v1/namespaces/d/pods/p/portforward",
+            "/api/v1/namespaces/d/services/s:80/proxy/x",
+            "/apis/subresources.kubevirt.io/v1/namespaces/d/virtualmachineinstances/v/console",
+        ] {
+            assert!(splices(&route(p)), "{p}");
+        }
+        for p in [
+            "/apis/kubevirt.io/v1/namespaces/d/virtualmachines",
+            "/apis/kubevirt.io/v1/namespaces/d/virtualmachines?watch=1",
+            "/api/v1/namespaces/d/persistentvolumeclaims",
+            "/apis",
+        ] {
+            assert!(!splices(&route(p)), "{p}");
+        }
     }
 }

@@ -1,10 +1,21 @@
-//! Accept loops: HTTP/1.1 and HTTP/2 (plain or TLS), upgrades, header read timeout, graceful
-//! shutdown with a deadline.
+//! Accept loops: HTTP/1.1 and HTTP/2 (plain or TLS), upgrades, graceful shutdown with a
+//! deadline, and what keeps hostile clients from holding connections:
+//!
+//! * Every connection must complete its first request (TLS handshake, HTTP/1-or-2 detection and
+//!   request headers) within the header read timeout, or it is closed; hyper's own
+//!   `header_read_timeout` covers later HTTP/1 requests, keep-alive pings HTTP/2 connections.
+//! * At most `max_connections` per listener ([`crate::conns`]): at the cap, the oldest
+//!   connection that has not yet sent a complete request is closed to admit the new one (none:
+//!   the new one is closed).
+//! * A connection with no request in flight for the idle timeout is closed (HTTP/1 keep-alive
+//!   and HTTP/2 alike; a watch is in flight until its body ends).
+//! * TCP keep-alive on accepted sockets.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -16,8 +27,10 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::conns::{Admit, Conns};
+use crate::idle::{Requests, TrackedBody};
 use crate::shutdown::Watch;
-use kube_api_rewriter_layer::Body;
+use kube_api_rewriter_layer::{Body, body};
 
 /// How connections are served.
 #[derive(Debug, Clone)]
@@ -28,6 +41,27 @@ pub struct ServeOptions {
     pub header_read_timeout: Duration,
     /// Time open connections get after shutdown starts.
     pub shutdown_timeout: Duration,
+    /// Open connections at most.
+    pub max_connections: usize,
+    /// A connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+/// TCP keep-alive probes: first after this much idle time, then every [`KEEPALIVE_INTERVAL`].
+pub const KEEPALIVE_TIME: Duration = Duration::from_secs(30);
+/// Interval between TCP keep-alive probes.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// HTTP/2 keep-alive ping interval; a ping unanswered for [`H2_PING_TIMEOUT`] closes the connection.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn keepalive(stream: &tokio::net::TcpStream) {
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_TIME)
+        .with_interval(KEEPALIVE_INTERVAL);
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&ka) {
+        tracing::debug!(error = %e, "cannot set TCP keep-alive");
+    }
 }
 
 /// Serves `listener` until shutdown, then waits up to the deadline for open requests.
@@ -50,8 +84,10 @@ pub async fn serve<H, F>(
     builder
         .http2()
         .timer(TokioTimer::new())
-        .keep_alive_interval(Some(Duration::from_secs(30)));
+        .keep_alive_interval(Some(H2_PING_INTERVAL))
+        .keep_alive_timeout(H2_PING_TIMEOUT);
     let builder = Arc::new(builder);
+    let conns = Conns::new(opts.max_connections);
     let graceful = GracefulShutdown::new();
     let stop = shutdown.cancelled();
     tokio::pin!(stop);
@@ -69,6 +105,15 @@ pub async fn serve<H, F>(
             },
         };
         let _ = stream.set_nodelay(true);
+        keepalive(&stream);
+        let guard = match conns.admit() {
+            Admit::Open(g) => g,
+            Admit::Full => {
+                tracing::warn!(listener = opts.name, %peer, "at the connection limit and every connection is busy; closing the new one");
+                drop(stream);
+                continue;
+            }
+        };
         let watcher = graceful.watcher();
         let builder = Arc::clone(&builder);
         let handler = handler.clone();
@@ -76,36 +121,79 @@ pub async fn serve<H, F>(
         let timeout = opts.header_read_timeout;
         let name = opts.name;
         tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let h = handler.clone();
-                async move { Ok::<_, Infallible>(h(req).await) }
-            });
-            let res = match tls {
-                Some(acc) => match tokio::time::timeout(timeout, acc.accept(stream)).await {
-                    Ok(Ok(s)) => {
+            let requested = guard.requested();
+            let requests = Requests::new();
+            let svc = {
+                let requested = Arc::clone(&requested);
+                let requests = requests.clone();
+                service_fn(move |req| {
+                    requested.store(true, Ordering::Relaxed);
+                    let flight = requests.begin();
+                    let h = handler.clone();
+                    async move {
+                        let resp = h(req).await;
+                        Ok::<_, Infallible>(resp.map(|b| body::boxed(TrackedBody::new(b, flight))))
+                    }
+                })
+            };
+            let idle = opts.idle_timeout;
+            // No request within the header read timeout (nothing sent, part of the HTTP/2
+            // preface, part of the headers, a stalled TLS handshake): the connection is closed.
+            let first_request = {
+                let requested = Arc::clone(&requested);
+                async move {
+                    tokio::time::sleep(timeout).await;
+                    if requested.load(Ordering::Relaxed) {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            };
+            let evicted = guard.evicted();
+            let conn = async move {
+                match tls {
+                    Some(acc) => match tokio::time::timeout(timeout, acc.accept(stream)).await {
+                        Ok(Ok(s)) => {
+                            watcher
+                                .watch(
+                                    builder
+                                        .serve_connection_with_upgrades(TokioIo::new(s), svc)
+                                        .into_owned(),
+                                )
+                                .await
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(listener = name, %peer, error = %e, "TLS handshake failed");
+                            Ok(())
+                        }
+                        Err(_) => {
+                            tracing::debug!(listener = name, %peer, "TLS handshake timed out");
+                            Ok(())
+                        }
+                    },
+                    None => {
                         watcher
                             .watch(
                                 builder
-                                    .serve_connection_with_upgrades(TokioIo::new(s), svc)
+                                    .serve_connection_with_upgrades(TokioIo::new(stream), svc)
                                     .into_owned(),
                             )
                             .await
                     }
-                    Ok(Err(e)) => {
-                        return tracing::debug!(listener = name, %peer, error = %e, "TLS handshake failed");
-                    }
-                    Err(_) => return tracing::debug!(listener = name, %peer, "TLS handshake timed out"),
-                },
-                None => {
-                    watcher
-                        .watch(
-                            builder
-                                .serve_connection_with_upgrades(TokioIo::new(stream), svc)
-                                .into_owned(),
-                        )
-                        .await
                 }
             };
+            let res = tokio::select! {
+                r = conn => r,
+                () = first_request => {
+                    return tracing::debug!(listener = name, %peer, "no complete request within the header read timeout; closed");
+                }
+                () = requests.idle_for(idle) => {
+                    return tracing::debug!(listener = name, %peer, ?idle, "no request in flight for the idle timeout; closed");
+                }
+                () = evicted => {
+                    return tracing::debug!(listener = name, %peer, "closed to admit a new connection (at the connection limit, no complete request yet)");
+                }
+            };
+            drop(guard);
             if let Err(e) = res {
                 tracing::debug!(listener = name, %peer, error = %e, "connection ended with an error");
             }

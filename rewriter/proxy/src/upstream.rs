@@ -135,7 +135,10 @@ pub struct Upstream {
     client: HttpsClient,
     upgrade_client: HttpsClient,
     auth: Auth,
+    /// The kubeconfig's impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`) as headers.
     impersonate: Vec<(http::HeaderName, HeaderValue)>,
+    /// Drop client `Impersonate-*` headers when the kubeconfig sets no impersonation.
+    drop_client_impersonation: bool,
 }
 
 /// TLS and name settings for building clients.
@@ -175,17 +178,7 @@ impl Upstream {
             Auth::None
         };
         let identity = client_identity(a)?;
-        let mut impersonate = Vec::new();
-        if let Some(u) = &a.impersonate
-            && let Ok(v) = HeaderValue::from_str(u)
-        {
-            impersonate.push((http::HeaderName::from_static("impersonate-user"), v));
-        }
-        for g in a.impersonate_groups.iter().flatten() {
-            if let Ok(v) = HeaderValue::from_str(g) {
-                impersonate.push((http::HeaderName::from_static("impersonate-group"), v));
-            }
-        }
+        let impersonate = impersonation(a);
         let roots = cfg
             .root_cert
             .as_ref()
@@ -264,6 +257,8 @@ impl Upstream {
             let mut http = HttpConnector::new();
             http.enforce_http(false);
             http.set_nodelay(true);
+            http.set_keepalive(Some(crate::server::KEEPALIVE_TIME));
+            http.set_keepalive_interval(Some(crate::server::KEEPALIVE_INTERVAL));
             http.set_connect_timeout(Some(Duration::from_secs(10)));
             let b = hyper_rustls::HttpsConnectorBuilder::new()
                 .with_tls_config(tls_config.clone())
@@ -297,7 +292,16 @@ impl Upstream {
             upgrade_client,
             auth,
             impersonate,
+            drop_client_impersonation: false,
         })
+    }
+
+    /// Drops client `Impersonate-*` headers on requests sent with the proxy's credentials even
+    /// when the kubeconfig sets no impersonation (`DROP_IMPERSONATION_HEADERS`).
+    #[must_use]
+    pub fn with_dropped_client_impersonation(mut self, drop: bool) -> Self {
+        self.drop_client_impersonation = drop;
+        self
     }
 
     /// The upstream URI for a path with query.
@@ -311,6 +315,12 @@ impl Upstream {
     }
 
     /// Adds the proxy's credentials unless the client brought its own `Authorization`.
+    ///
+    /// A request sent with the proxy's credentials (token, basic auth or client certificate)
+    /// carries the kubeconfig's impersonation, if any, and nothing a client asked for: client
+    /// `Impersonate-*` headers can neither replace nor widen the configured identity. Without
+    /// kubeconfig impersonation they pass (kube-apiserver checks the proxy's own right to
+    /// impersonate, as behind `kubectl proxy`) unless dropping them was asked for.
     pub fn authorize(&self, headers: &mut HeaderMap) {
         if headers.contains_key(AUTHORIZATION) {
             return;
@@ -322,12 +332,8 @@ impl Upstream {
         };
         if let Some(v) = v {
             headers.insert(AUTHORIZATION, v);
-            if !headers.contains_key("impersonate-user") {
-                for (k, v) in &self.impersonate {
-                    headers.append(k.clone(), v.clone());
-                }
-            }
         }
+        fix_identity(headers, &self.impersonate, self.drop_client_impersonation);
     }
 
     /// Sends an ordinary request over the pooled client.
@@ -344,6 +350,73 @@ impl Upstream {
         req: Request<Body>,
     ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
         self.upgrade_client.request(req).await
+    }
+}
+
+/// The kubeconfig's impersonation as request headers.
+fn impersonation(a: &kube::config::AuthInfo) -> Vec<(http::HeaderName, HeaderValue)> {
+    let mut out = Vec::new();
+    let mut push = |name: http::HeaderName, v: &str| match HeaderValue::from_str(v) {
+        Ok(v) => out.push((name, v)),
+        Err(_) => {
+            tracing::warn!(header = %name, "kubeconfig impersonation value is not a valid header value; skipped")
+        }
+    };
+    if let Some(u) = &a.impersonate {
+        push(http::HeaderName::from_static("impersonate-user"), u);
+    }
+    if let Some(u) = &a.impersonate_uid {
+        push(http::HeaderName::from_static("impersonate-uid"), u);
+    }
+    for g in a.impersonate_groups.iter().flatten() {
+        push(http::HeaderName::from_static("impersonate-group"), g);
+    }
+    let mut extra: Vec<_> = a.impersonate_user_extra.iter().flatten().collect();
+    extra.sort();
+    for (k, vs) in extra {
+        match http::HeaderName::from_bytes(format!("impersonate-extra-{}", escape_extra_key(k)).as_bytes()) {
+            Ok(name) => {
+                for v in vs {
+                    push(name.clone(), v);
+                }
+            }
+            Err(_) => tracing::warn!(key = %k, "kubeconfig as-user-extra key makes no header name; skipped"),
+        }
+    }
+    out
+}
+
+/// An `Impersonate-Extra-` key: lower case (header names are), percent-encoded outside the
+/// header token characters (kube-apiserver decodes either case of hex digit).
+fn escape_extra_key(k: &str) -> String {
+    let mut out = String::with_capacity(k.len());
+    for b in k.to_ascii_lowercase().bytes() {
+        if b.is_ascii_alphanumeric() || b"-!#$&'*+.^_`|~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02x}"));
+        }
+    }
+    out
+}
+
+fn is_impersonation(name: &http::HeaderName) -> bool {
+    name.as_str().starts_with("impersonate-")
+}
+
+/// The identity of a request sent with the proxy's credentials: the configured impersonation
+/// replaces every client `Impersonate-*` header; without one, client headers pass unless
+/// `drop_client` is set.
+fn fix_identity(headers: &mut HeaderMap, configured: &[(http::HeaderName, HeaderValue)], drop_client: bool) {
+    if configured.is_empty() && !drop_client {
+        return;
+    }
+    let client: Vec<http::HeaderName> = headers.keys().filter(|k| is_impersonation(k)).cloned().collect();
+    for k in client {
+        headers.remove(&k);
+    }
+    for (k, v) in configured {
+        headers.append(k.clone(), v.clone());
     }
 }
 
@@ -415,5 +488,81 @@ pub async fn load_kube_config(source: &UpstreamSource) -> Result<kube::Config, U
                 ))
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.append(
+                http::HeaderName::from_bytes(k.as_bytes()).expect("name"),
+                HeaderValue::from_str(v).expect("value"),
+            );
+        }
+        m
+    }
+
+    fn all(m: &HeaderMap, k: &str) -> Vec<String> {
+        m.get_all(k)
+            .iter()
+            .map(|v| v.to_str().expect("ascii").to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn kubeconfig_impersonation_becomes_headers() {
+        let a = kube::config::AuthInfo {
+            impersonate: Some("sa".into()),
+            impersonate_uid: Some("u-1".into()),
+            impersonate_groups: Some(vec!["g1".into(), "g2".into()]),
+            impersonate_user_extra: Some([("Scopes/A b".to_owned(), vec!["x".to_owned()])].into()),
+            ..Default::default()
+        };
+        let names: Vec<String> = impersonation(&a)
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.to_str().expect("ascii")))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "impersonate-user=sa",
+                "impersonate-uid=u-1",
+                "impersonate-group=g1",
+                "impersonate-group=g2",
+                "impersonate-extra-scopes%2fa%20b=x"
+            ]
+        );
+    }
+
+    #[test]
+    fn configured_identity_cannot_be_replaced_or_widened() {
+        let configured = h(&[("impersonate-user", "sa"), ("impersonate-group", "g1")]);
+        let configured: Vec<_> = configured.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut m = h(&[
+            ("impersonate-user", "admin"),
+            ("impersonate-group", "system:masters"),
+            ("impersonate-extra-x", "y"),
+            ("accept", "application/json"),
+        ]);
+        fix_identity(&mut m, &configured, false);
+        assert_eq!(all(&m, "impersonate-user"), ["sa"]);
+        assert_eq!(all(&m, "impersonate-group"), ["g1"]);
+        assert!(m.get("impersonate-extra-x").is_none());
+        assert_eq!(all(&m, "accept"), ["application/json"]);
+    }
+
+    #[test]
+    fn client_impersonation_passes_or_is_dropped_without_a_configured_one() {
+        let client = [("impersonate-user", "u"), ("impersonate-group", "g")];
+        let mut m = h(&client);
+        fix_identity(&mut m, &[], false);
+        assert_eq!(all(&m, "impersonate-user"), ["u"]);
+        let mut m = h(&client);
+        fix_identity(&mut m, &[], true);
+        assert!(m.is_empty(), "{m:?}");
     }
 }

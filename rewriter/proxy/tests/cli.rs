@@ -351,3 +351,41 @@ fn rules_check_and_generate() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn rules_diff_prints_changed_names_and_exits_1() {
+    let dir = std::env::temp_dir().join(format!("kar-rules-diff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let old = std::fs::read_to_string(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../rules/kubevirt.yaml"),
+    )
+    .unwrap();
+    let new = old.replace(
+        "renamed: clone.internal.virtualization.deckhouse.io",
+        "renamed: clone.x.virtualization.deckhouse.io",
+    );
+    assert_ne!(old, new);
+    let (a, b) = (dir.join("old.yaml"), dir.join("new.yaml"));
+    std::fs::write(&a, &old).unwrap();
+    std::fs::write(&b, &new).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let same = run(&["rules", "diff", a, a], b"");
+    assert_eq!(same.status.code(), Some(0), "{}", text(&same.stderr));
+    assert!(same.stdout.is_empty());
+    let out = run(&["rules", "diff", a, b], b"");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let lines = text(&out.stdout);
+    for want in [
+        "- group clone.kubevirt.io -> clone.internal.virtualization.deckhouse.io",
+        "+ group clone.kubevirt.io -> clone.x.virtualization.deckhouse.io",
+        "- kind clone.kubevirt.io/VirtualMachineClone -> clone.internal.virtualization.deckhouse.io/InternalVirtualizationVirtualMachineClone",
+        "+ resource clone.kubevirt.io/vmclone -> clone.x.virtualization.deckhouse.io/intvirtvmclone",
+    ] {
+        assert!(lines.lines().any(|l| l == want), "missing {want:?}:\n{lines}");
+    }
+    // Only the clone group's names differ.
+    assert!(lines.lines().all(|l| l.contains("clone")), "{lines}");
+    let bad = run(&["rules", "diff", a, "/nonexistent.yaml"], b"");
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

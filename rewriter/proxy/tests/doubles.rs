@@ -1,6 +1,7 @@
 //! What the real kube-apiserver cannot produce on demand, against an in-process upstream test
 //! double (`upstream_double`): a 200 MB LIST, a WebSocket-style upgrade to splice, a connection
-//! cut mid-body, a stalled upstream.
+//! cut mid-body, a stalled upstream, a watch whose head comes late, a 100 MB watch event, a
+//! gzip bomb.
 
 use std::convert::Infallible;
 use std::io::{Read, Write};
@@ -176,6 +177,45 @@ async fn serve(d: Arc<Double>, mut req: Request<Incoming>) -> Result<Response<DB
             std::future::pending::<()>().await;
             Ok(Response::new(full("")))
         }
+        // A watch whose head comes after UPSTREAM_RESPONSE_TIMEOUT (1 s here).
+        "slowwatch" if query.contains("watch=1") => {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let ev = format!("{{\"type\":\"ADDED\",\"object\":{}}}\n", item(7, true));
+            Ok(json(full(ev)))
+        }
+        // A small event, a 100 MB one, a small one.
+        "hugeevent" if query.contains("watch=1") => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(2);
+            tokio::spawn(async move {
+                let send = |b: Vec<u8>| {
+                    let tx = tx.clone();
+                    async move { tx.send(Ok(Frame::data(Bytes::from(b)))).await.is_ok() }
+                };
+                let small = |i| format!("{{\"type\":\"ADDED\",\"object\":{}}}\n", item(i, true)).into_bytes();
+                if !send(small(1)).await {
+                    return;
+                }
+                let head = br#"{"type":"ADDED","object":{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachine","metadata":{"name":"huge"},"spec":{"note":""#;
+                if !send(head.to_vec()).await {
+                    return;
+                }
+                for _ in 0..(100 << 4) {
+                    if !send(vec![b'p'; 64 << 10]).await {
+                        return;
+                    }
+                }
+                let _ = send(b"\"}}}\n".to_vec()).await && send(small(2)).await;
+            });
+            Ok(json(BodyExt::boxed(RxBody(rx))))
+        }
+        // 256 MiB of zeros, gzipped (made before the double starts).
+        "gzbomb" => {
+            let bomb = gzip_bomb();
+            let mut r = json(full(bomb.clone()));
+            r.headers_mut()
+                .insert("content-encoding", "gzip".parse().expect("hv"));
+            Ok(r)
+        }
         "watch" if query.contains("watch=1") => {
             let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
             let d2 = Arc::clone(&d);
@@ -195,8 +235,23 @@ async fn serve(d: Arc<Double>, mut req: Request<Incoming>) -> Result<Response<DB
     }
 }
 
+/// 256 MiB of zeros, gzipped (about 250 KB).
+fn gzip_bomb() -> &'static Bytes {
+    static BOMB: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    BOMB.get_or_init(|| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..256 {
+            e.write_all(&zeros).expect("gzip");
+        }
+        Bytes::from(e.finish().expect("gzip"))
+    })
+}
+
 /// Starts the double on a free port in a background runtime.
 fn start_double() -> (u16, Arc<Double>) {
+    // Made here, not on the double's one worker thread, where it would stall other requests.
+    gzip_bomb();
     let d = Arc::new(Double::default());
     let d2 = Arc::clone(&d);
     let port = spawn_double(move |s| {
@@ -247,6 +302,12 @@ fn with_upstream_double() {
             ("KUBECONFIG", kc.to_str().expect("utf-8")),
             ("UPSTREAM_RESPONSE_TIMEOUT", "1s"),
             ("LOG_LEVEL", "info"),
+            ("MAX_ITEM_BYTES", "16777216"),
+            ("MAX_RESPONSE_BYTES", "33554432"),
+            ("STREAM_IDLE_TIMEOUT", "1s"),
+            // Shorter than the 200 MB LIST, the late watch head and the stall: a request in
+            // flight keeps its connection.
+            ("CONNECTION_IDLE_TIMEOUT", "1s"),
         ],
     );
 
@@ -298,6 +359,11 @@ fn with_upstream_double() {
             s.read_exact(&mut echo).expect("echo");
             assert_eq!(echo, msg);
         }
+        // STREAM_IDLE_TIMEOUT (1 s here): the idle splice is closed by the proxy.
+        let mut rest = Vec::new();
+        let end = s.read_to_end(&mut rest);
+        assert!(end.is_ok(), "not closed: {end:?}");
+        assert!(rest.is_empty(), "{rest:?}");
     };
 
     let cut_mid_body = || {
@@ -361,9 +427,67 @@ fn with_upstream_double() {
         assert!(line.ends_with(" 1"), "{line}");
     };
 
+    // UPSTREAM_RESPONSE_TIMEOUT is for non-watch responses: a watch whose head comes late
+    // still streams (a stalled GET gets its 504 above).
+    let slow_watch = || {
+        let o = curl(&[
+            "-sS",
+            "-N",
+            "-w",
+            "\n%{http_code}",
+            &p.url(&format!("{}?watch=1", vm_path("slowwatch"))),
+        ]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.ends_with("\n200"), "{text}");
+        assert!(text.contains(r#""kind":"VirtualMachine""#), "{text}");
+    };
+
+    // A 100 MB watch event ends the watch with an ERROR event (MAX_ITEM_BYTES 16 MiB here)
+    // instead of growing memory; the event before it arrives whole.
+    let huge_event = || {
+        let o = curl(&["-sS", "-N", &p.url(&format!("{}?watch=1", vm_path("hugeevent")))]);
+        assert!(o.status.success(), "ended cleanly: {o:?}");
+        let text = String::from_utf8_lossy(&o.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", &text[..text.len().min(2000)]);
+        assert!(lines[0].contains(r#""name":"vm-0000001""#), "{}", lines[0]);
+        let err: serde_json::Value = serde_json::from_str(lines[1]).expect("an event");
+        assert_eq!(err["type"], "ERROR", "{err}");
+        assert_eq!(err["object"]["kind"], "Status");
+        assert!(
+            err["object"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("larger than 16777216 bytes")),
+            "{err}"
+        );
+        let rss = peak_rss_kib(p.child.id());
+        eprintln!("proxy peak RSS after a 100 MB event: {rss} KiB");
+        assert!(rss < 96 * 1024, "peak RSS {rss} KiB");
+    };
+
+    // A gzip body that inflates past MAX_RESPONSE_BYTES gets a 502 Status, not 512 MiB of RSS.
+    let gzip_bomb = || {
+        let o = curl(&[
+            "-sS",
+            "-w",
+            "\n%{http_code}",
+            &p.url(&format!("{}/vm1", vm_path("gzbomb"))),
+        ]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.ends_with("\n502"), "{text}");
+        assert!(text.contains("larger than 33554432 bytes"), "{text}");
+        let rss = peak_rss_kib(p.child.id());
+        eprintln!("proxy peak RSS after a gzip bomb: {rss} KiB");
+        assert!(rss < 96 * 1024, "peak RSS {rss} KiB");
+    };
+
     run_cases(&[
         ("invalid_json_counted", &invalid_json),
         ("big_list_200mb", &big_list),
+        // After the 200 MB LIST, whose peak RSS (a high-water mark) must stay lower.
+        ("slow_watch", &slow_watch),
+        ("huge_event", &huge_event),
+        ("gzip_bomb", &gzip_bomb),
         ("upgrade_splice", &upgrade),
         ("cut_mid_body", &cut_mid_body),
         ("stalled", &stalled),

@@ -10,6 +10,7 @@
 //! assert_eq!(rules.restore_api_version("internal.virtualization.deckhouse.io/v1", None).as_deref(), Some("kubevirt.io/v1"));
 //! ```
 
+pub mod diff;
 pub mod generate;
 pub mod jsonpath;
 pub mod names;
@@ -181,6 +182,7 @@ pub struct Rules {
     rewrite_core: bool,
     rewrite_resources: HashSet<String>,
     pub(crate) plans: Plans,
+    version: u64,
 }
 
 /// A rule file's name and text.
@@ -230,7 +232,15 @@ impl Rules {
             rules.merge(src.name, file)?;
         }
         rules.plans = Plans::compile(&rules);
+        rules.version = version_of(sources);
         Ok(rules)
+    }
+
+    /// A fingerprint of the rule files' names and texts: equal for the same files, different
+    /// (with overwhelming likelihood) when any byte differs. Caches of rewritten documents and
+    /// the ETags sent to clients include it.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     fn merge(&mut self, name: &str, f: schema::RuleFile) -> Result<()> {
@@ -585,6 +595,18 @@ fn kinds_of(resources: BTreeMap<String, schema::ResourceRule>) -> Vec<String> {
         kinds.push(list);
     }
     kinds
+}
+
+/// FNV-1a over the sources' names and texts (stable across builds and platforms).
+fn version_of(sources: &[Source<'_>]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for src in sources {
+        for b in src.name.bytes().chain([0]).chain(src.text.bytes()).chain([0]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
 }
 
 fn set_once(target: &mut String, v: Option<String>) {

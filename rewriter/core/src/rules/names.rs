@@ -173,6 +173,28 @@ impl NameRules {
             .any(|s| needs_escape(s));
     }
 
+    /// Every original → renamed mapping, as `(original, renamed)` display strings: exact names
+    /// (`name=value` for value rules) and prefixes (`prefix/*`), sorted.
+    pub fn mappings(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (name, e) in &self.names {
+            let fwd = &e[FWD];
+            if let Some(to) = &fwd.to {
+                out.push((name.clone(), to.clone()));
+            }
+            for (v, n, nv) in &fwd.pairs {
+                out.push((format!("{name}={v}"), format!("{n}={nv}")));
+            }
+        }
+        for (p, e) in &self.prefixes {
+            if let Some(to) = &e[FWD] {
+                out.push((format!("{p}/*"), format!("{to}/*")));
+            }
+        }
+        out.sort();
+        out
+    }
+
     /// True when no rule string has a character that JSON escapes: the pieces of a rewritten
     /// name that had none need no escaping either.
     pub fn is_plain(&self) -> bool {

@@ -103,6 +103,12 @@ impl<'r> ListRewriter<'r> {
         }
     }
 
+    /// Input bytes held between pieces: the unfinished tail (the item or event not yet
+    /// complete). A caller bounds its memory by checking it after each piece.
+    pub fn held(&self) -> usize {
+        self.input.buf.len()
+    }
+
     /// Items written and dropped (excluded) so far.
     pub fn counts(&self) -> (usize, usize) {
         (self.items_written, self.items_dropped)

@@ -69,6 +69,12 @@ impl<'r> WatchRewriter<'r> {
         }
     }
 
+    /// Input bytes held between pieces: the unfinished tail (the item or event not yet
+    /// complete). A caller bounds its memory by checking it after each piece.
+    pub fn held(&self) -> usize {
+        self.input.buf.len()
+    }
+
     /// Events written and dropped (excluded objects) so far.
     pub fn counts(&self) -> (usize, usize) {
         (self.events, self.dropped)

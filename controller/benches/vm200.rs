@@ -1,0 +1,173 @@
+//! The 200-VM benchmark (it prints figures; it asserts nothing about time). On the local control
+//! plane, for each rewriter mode in turn (the sidecar, then the Layer embedded in the
+//! controller's client): start the controller, create 200 `AlwaysOn` VMs with one
+//! `kubectl apply`, and report the time until all of them are Running, with the peak RSS and CPU
+//! seconds of the controller and, in sidecar mode, of its sidecar. The fake virt-controller (a
+//! test double: no KubeVirt runs here) and its own sidecar are shared by both modes and not
+//! measured.
+//!
+//! ```sh
+//! export KUBE_APISERVER_BIN=$(scripts/kube-apiserver-build.sh)
+//! cargo bench -p virtualization-controller --bench vm200        # VMS=50 for fewer
+//! ```
+
+#[path = "../tests/fake_virt_controller/mod.rs"]
+mod fake_virt_controller;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube_api_rewriter_testkit::*;
+
+const VM: &str = "virtualmachines.virtualization.deckhouse.io";
+
+/// Peak RSS (MiB) and CPU seconds (user + system) of a live process, from `/proc`.
+fn usage(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm_kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3 (state).
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let clk = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<f64>().ok())
+        .unwrap_or(100.0);
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state (field 3).
+    (hwm_kib / 1024.0, (ticks(11) + ticks(12)) / clk)
+}
+
+fn start_controller(dir: &Path, kubeconfig: &Path, embedded: bool) -> (Child, u16) {
+    let health = free_port();
+    let log = std::fs::File::create(dir.join(format!("bench-controller-{embedded}.log"))).expect("log");
+    let child = Command::new(env!("CARGO_BIN_EXE_virtualization-controller"))
+        .env("KUBECONFIG", kubeconfig)
+        .env("EMBEDDED_REWRITER", embedded.to_string())
+        .env("HEALTH_PROBE_BIND_ADDRESS", format!("127.0.0.1:{health}"))
+        .env("METRICS_BIND_ADDRESS", format!("127.0.0.1:{}", free_port()))
+        .env("LOG_LEVEL", "warn")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("dup"))
+        .stderr(log)
+        .spawn()
+        .expect("controller starts");
+    (child, health)
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs bench targets without it,
+    // and a control plane with 200 VMs is no test.
+    if !std::env::args().any(|a| a == "--bench") {
+        eprintln!("vm200: a benchmark; run it with `cargo bench -p virtualization-controller --bench vm200`");
+        return;
+    }
+    let n: usize = std::env::var("VMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let cp = ControlPlane::up();
+    let kv_sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
+    kv_sidecar.apply_vm_crd();
+    let vmi_crd = crd_fixtures().join("original-k8s-1.20/virtualmachineinstances.yaml");
+    ok(&kv_sidecar.kubectl(&["apply", "-f", vmi_crd.to_str().expect("utf-8")]));
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    ok(&cp.kubectl(&["apply", "-f", crds.to_str().expect("utf-8")]));
+    for crd in [
+        "virtualmachines.kubevirt.io",
+        "virtualmachineinstances.kubevirt.io",
+        VM,
+    ] {
+        if let Some(err) = wait_crd_established(&kv_sidecar, crd) {
+            panic!("{crd}: {err}");
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    virtualization_controller::install_crypto_provider();
+    let kv_client = {
+        let _guard = rt.enter();
+        let url = format!("http://127.0.0.1:{}", kv_sidecar.port)
+            .parse()
+            .expect("url");
+        kube::Client::try_from(kube::Config::new(url)).expect("client")
+    };
+    rt.spawn(fake_virt_controller::run(kv_client));
+
+    println!("{n} VMs created with one kubectl apply, time until all are Running:");
+    for embedded in [false, true] {
+        let mode = if embedded { "embedded" } else { "sidecar" };
+        let sidecar = (!embedded).then(|| ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]));
+        let kubeconfig = sidecar
+            .as_ref()
+            .map_or_else(|| Path::new(cp.kubeconfig()).to_owned(), |s| s.kubeconfig.clone());
+        let (mut ctl, health) = start_controller(&cp.dir, &kubeconfig, embedded);
+        wait_for("controller ready", Duration::from_secs(120), || {
+            // Connection refused (curl fails) until the controller listens.
+            let out = curl(&[
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &format!("http://127.0.0.1:{health}/readyz"),
+            ]);
+            out.stdout == b"200"
+        });
+        let ns = format!("bench-{mode}");
+        ok(&cp.kubectl(&["create", "namespace", &ns]));
+        let yaml: String = (0..n)
+            .map(|i| {
+                format!(
+                    "---\napiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachine\nmetadata: {{name: vm-{i}, namespace: {ns}}}\nspec: {{runPolicy: AlwaysOn, cpu: {{cores: 1}}, memory: {{size: 256Mi}}}}\n"
+                )
+            })
+            .collect();
+        let t = Instant::now();
+        ok(&kubectl_in(cp.kubeconfig(), &["apply", "-f", "-"], &yaml));
+        let applied = t.elapsed();
+        wait_for("all Running", Duration::from_secs(900), || {
+            let out = ok(&cp.kubectl(&[
+                "get",
+                VM,
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}",
+            ]));
+            out.lines().filter(|l| *l == "Running").count() == n
+        });
+        let all = t.elapsed();
+        let (ctl_rss, ctl_cpu) = usage(ctl.id());
+        let side = sidecar.as_ref().map(|s| usage(s.child.id()));
+        println!(
+            "  {mode:>8}: {:.1} s (kubectl apply {:.1} s); controller peak RSS {ctl_rss:.1} MiB, CPU {ctl_cpu:.2} s{}",
+            all.as_secs_f64(),
+            applied.as_secs_f64(),
+            side.map_or_else(String::new, |(rss, cpu)| format!(
+                "; sidecar peak RSS {rss:.1} MiB, CPU {cpu:.2} s"
+            )),
+        );
+        let _ = ctl.kill();
+        let _ = ctl.wait();
+        drop(sidecar);
+    }
+}

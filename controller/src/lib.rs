@@ -1,0 +1,63 @@
+//! A thin virtualization-controller: it reconciles the user-facing
+//! `virtualization.deckhouse.io/v1alpha2` `VirtualMachine` and `VirtualMachineOperation` into
+//! KubeVirt `kubevirt.io/v1` objects. KubeVirt's groups are renamed on the wire, either by a
+//! `kube-api-rewriter` sidecar or by the rewriter's tower Layer inside the controller's own
+//! `kube::Client` ([`RewriterMode`]). The controller itself only knows KubeVirt's original names.
+
+pub mod conditions;
+pub mod health;
+pub mod kubevirt;
+pub mod metrics;
+pub mod reconcile;
+pub mod resources;
+pub mod tls;
+pub mod webhook;
+
+/// Everything that can go wrong in the controller.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request to the Kubernetes API failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// An object could not be converted to or from JSON.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// An object lacks something the controller needs (a name, a namespace, a uid).
+    #[error("object is missing {0}")]
+    Missing(&'static str),
+    /// The webhook's certificate or key cannot be used.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// The controller's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Installs ring as the process's TLS provider (the only one in the build), for a
+/// `KUBECONFIG` that points at an `https` server. Installing twice is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Where KubeVirt's groups are renamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RewriterMode {
+    /// By a `kube-api-rewriter` sidecar: `KUBECONFIG` points at it.
+    #[default]
+    Sidecar,
+    /// By the rewriter's Layer in the controller's own client: `KUBECONFIG` points at
+    /// kube-apiserver.
+    Embedded,
+}
+
+/// The controller's client for `config`: plain for [`RewriterMode::Sidecar`], with
+/// [`kube_api_rewriter_layer::RewriteLayer::kubevirt`] around its HTTP service for
+/// [`RewriterMode::Embedded`]. Call inside a tokio runtime.
+pub fn client(config: kube::Config, mode: RewriterMode) -> Result<kube::Client> {
+    Ok(match mode {
+        RewriterMode::Sidecar => kube::Client::try_from(config)?,
+        RewriterMode::Embedded => kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&kube_api_rewriter_layer::RewriteLayer::kubevirt())
+            .build(),
+    })
+}

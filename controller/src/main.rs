@@ -1,0 +1,110 @@
+//! The `virtualization-controller` binary: flags, JSON logs, the probe and metrics listeners and
+//! the controllers, until SIGTERM.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+use virtualization_controller::RewriterMode;
+use virtualization_controller::health::{self, Endpoints};
+use virtualization_controller::reconcile::{self, Context};
+use virtualization_controller::tls::{self, ReloadingCert};
+use virtualization_controller::webhook;
+
+/// A thin virtualization-controller. By default it reaches the cluster through the
+/// kube-api-rewriter sidecar: `KUBECONFIG` points at `http://127.0.0.1:23915` with no
+/// credentials. With `--embedded-rewriter` it renames KubeVirt's groups itself, in its own
+/// client, and `KUBECONFIG` (or the in-cluster config) points at kube-apiserver.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Listen address of `/healthz` and `/readyz`.
+    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8083")]
+    health_probe_bind_address: String,
+    /// Listen address of `/metrics`.
+    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = "127.0.0.1:8080")]
+    metrics_bind_address: String,
+    /// Listen address of the validating webhook (HTTPS).
+    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", default_value = ":9443")]
+    webhook_bind_address: String,
+    /// The webhook's certificate (PEM, reloaded when it changes); no webhook without it.
+    #[arg(long, env = "WEBHOOK_CERT_FILE", requires = "webhook_key_file")]
+    webhook_cert_file: Option<PathBuf>,
+    /// The webhook certificate's key (PEM).
+    #[arg(long, env = "WEBHOOK_KEY_FILE", requires = "webhook_cert_file")]
+    webhook_key_file: Option<PathBuf>,
+    /// Rename KubeVirt's groups in-process (the rewriter's Layer in the client) instead of
+    /// relying on a sidecar.
+    #[arg(long, env = "EMBEDDED_REWRITER")]
+    embedded_rewriter: bool,
+    /// Log filter (`info`, `debug`, `virtualization_controller=debug,kube=info`, ...).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    log_level: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(EnvFilter::try_new(&args.log_level).context("--log-level")?)
+        .with_current_span(true)
+        .init();
+    virtualization_controller::install_crypto_provider();
+
+    let health = health::listen_addr(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
+    let metrics = health::listen_addr(&args.metrics_bind_address).map_err(anyhow::Error::msg)?;
+    let health = TcpListener::bind(health)
+        .await
+        .with_context(|| format!("listening on {health}"))?;
+    let metrics = TcpListener::bind(metrics)
+        .await
+        .with_context(|| format!("listening on {metrics}"))?;
+
+    let mut config = kube::Config::infer().await.context("kubeconfig")?;
+    // kube retries 503s itself, backing off up to ~10 s between tries; while kube-apiserver
+    // restarts that idles the watches long after it is back. The watches' own backoff
+    // (`WatchBackoff`, at most 2 s) and the error policy retry instead.
+    config.default_retry = false;
+    let mode = if args.embedded_rewriter {
+        RewriterMode::Embedded
+    } else {
+        RewriterMode::Sidecar
+    };
+    tracing::info!(server = %config.cluster_url, ?mode, "starting");
+    let client = virtualization_controller::client(config, mode).context("kube client")?;
+    let ctx = Context::new(client);
+
+    let webhook = match (&args.webhook_cert_file, &args.webhook_key_file) {
+        (Some(cert), Some(key)) => {
+            let addr = health::listen_addr(&args.webhook_bind_address).map_err(anyhow::Error::msg)?;
+            let cert = ReloadingCert::load(cert, key).context("webhook certificate")?;
+            let reloader = cert.spawn_reloader(Duration::from_secs(10));
+            let tls = Arc::new(tls::server_config(cert).context("webhook TLS")?);
+            let listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("listening on {addr}"))?;
+            tracing::info!(%addr, path = webhook::PATH, "validating webhook");
+            vec![
+                reloader,
+                tokio::spawn(webhook::serve(listener, tls, ctx.client.clone())),
+            ]
+        }
+        _ => {
+            tracing::info!("no webhook certificate given: the validating webhook is off");
+            Vec::new()
+        }
+    };
+    let probes = tokio::spawn(health::serve(health, Endpoints::Probes, ctx.clone()));
+    let metrics = tokio::spawn(health::serve(metrics, Endpoints::Metrics, ctx.clone()));
+    reconcile::run(ctx).await;
+    probes.abort();
+    metrics.abort();
+    webhook.iter().for_each(tokio::task::JoinHandle::abort);
+    tracing::info!("stopped");
+    Ok(())
+}

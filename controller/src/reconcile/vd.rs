@@ -1,0 +1,185 @@
+//! Reconcile of a `VirtualDisk`: its PersistentVolumeClaim, created once and reported in the
+//! status (`WaitForFirstConsumer` while unbound, `Ready` when bound), and deleted with the disk.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::{Value, json};
+use tracing::{info, instrument};
+
+use super::{Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch};
+use crate::resources::{DiskPhase, DiskTarget, GROUP, VERSION, VirtualDisk, VirtualDiskStatus};
+use crate::{Error, Result};
+
+/// The finalizer the controller keeps on a disk until its claim is deleted.
+pub const FINALIZER: &str = "virtualization.deckhouse.io/vd-cleanup";
+/// The label on a disk's claim naming the disk; the claim watch selects on it.
+pub const DISK_LABEL: &str = "virtualization.deckhouse.io/virtual-disk";
+
+/// The claim's name: `vd-{name}-{uid}`, so a disk recreated under the same name never meets
+/// the claim of its predecessor (which may still be terminating).
+pub fn claim_name(disk: &str, uid: &str) -> String {
+    format!("vd-{disk}-{uid}")
+}
+
+/// The claim for `vd` (uid `uid`): ReadWriteOnce, the requested size and storage class, the
+/// disk label and a controller ownerReference to the disk.
+pub fn claim(vd: &VirtualDisk, uid: &str) -> Value {
+    let c = &vd.spec.persistent_volume_claim;
+    let mut spec = json!({
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": c.size}},
+    });
+    if let Some(class) = &c.storage_class_name {
+        spec["storageClassName"] = json!(class);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": claim_name(&vd.name_any(), uid),
+            "namespace": vd.namespace(),
+            "labels": {DISK_LABEL: vd.name_any()},
+            "ownerReferences": [{
+                "apiVersion": format!("{GROUP}/{VERSION}"),
+                "kind": "VirtualDisk",
+                "name": vd.name_any(),
+                "uid": uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": spec,
+    })
+}
+
+/// The disk's status from its claim (`None`: not created yet).
+pub fn status(claim_name: &str, pvc: Option<&PersistentVolumeClaim>) -> VirtualDiskStatus {
+    let Some(pvc) = pvc else {
+        return VirtualDiskStatus {
+            phase: Some(DiskPhase::Pending),
+            ..Default::default()
+        };
+    };
+    let st = pvc.status.as_ref();
+    let phase = match st.and_then(|s| s.phase.as_deref()) {
+        Some("Bound") => DiskPhase::Ready,
+        Some("Lost") => DiskPhase::Lost,
+        _ => DiskPhase::WaitForFirstConsumer,
+    };
+    let capacity = (phase == DiskPhase::Ready)
+        .then(|| st?.capacity.as_ref()?.get("storage").map(|q| q.0.clone()))
+        .flatten();
+    VirtualDiskStatus {
+        phase: Some(phase),
+        capacity,
+        target: Some(DiskTarget {
+            persistent_volume_claim_name: Some(claim_name.to_owned()),
+        }),
+    }
+}
+
+/// Reconciles one disk.
+#[instrument(skip_all, fields(namespace = vd.namespace().unwrap_or_default(), name = %vd.name_any()))]
+pub async fn reconcile(vd: Arc<VirtualDisk>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = vd.namespace().ok_or(Error::Missing("metadata.namespace"))?;
+    let name = vd.name_any();
+    let uid = vd.uid().ok_or(Error::Missing("metadata.uid"))?;
+    let api: Api<VirtualDisk> = Api::namespaced(ctx.client.clone(), &ns);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let claim_name = claim_name(&name, &uid);
+
+    if vd.meta().deletion_timestamp.is_some() {
+        // The claim is deleted, not waited for: its `kubernetes.io/pvc-protection` finalizer
+        // goes only when no pod uses it.
+        match pvcs.delete(&claim_name, &DeleteParams::default()).await {
+            Ok(_) => info!(claim = %claim_name, "claim deleted"),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(patch) = remove_finalizer_patch(vd.finalizers(), FINALIZER) {
+            api.patch(&name, &PatchParams::default(), &json_patch(patch)?)
+                .await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if !vd.finalizers().iter().any(|f| f == FINALIZER) {
+        let patch = json_patch(add_finalizer_patch(vd.finalizers(), FINALIZER))?;
+        api.patch(&name, &PatchParams::default(), &patch).await?;
+    }
+    let pvc = match pvcs.get_opt(&claim_name).await? {
+        Some(pvc) => pvc,
+        None => {
+            let obj: PersistentVolumeClaim = serde_json::from_value(claim(&vd, &uid))?;
+            let created = pvcs.create(&PostParams::default(), &obj).await?;
+            info!(claim = %claim_name, size = %vd.spec.persistent_volume_claim.size, "claim created");
+            created
+        }
+    };
+    let new = status(&claim_name, Some(&pvc));
+    if vd.status.as_ref() != Some(&new) {
+        // Every member written, absent ones as null, so a merge patch also removes them.
+        let patch = json!({"status": {"phase": new.phase, "capacity": new.capacity, "target": new.target}});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+    }
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{DiskClaim, VirtualDiskSpec};
+
+    fn vd() -> VirtualDisk {
+        let mut vd = VirtualDisk::new(
+            "root",
+            VirtualDiskSpec {
+                persistent_volume_claim: DiskClaim {
+                    size: "10Gi".into(),
+                    storage_class_name: Some("fast".into()),
+                },
+            },
+        );
+        vd.metadata.namespace = Some("ns".into());
+        vd
+    }
+
+    #[test]
+    fn the_claim_asks_for_the_size_and_class() {
+        let c = claim(&vd(), "u-1");
+        assert_eq!(c["metadata"]["name"], "vd-root-u-1");
+        assert_eq!(c["metadata"]["namespace"], "ns");
+        assert_eq!(c["metadata"]["labels"][DISK_LABEL], "root");
+        assert_eq!(c["metadata"]["ownerReferences"][0]["kind"], "VirtualDisk");
+        assert_eq!(c["spec"]["resources"]["requests"]["storage"], "10Gi");
+        assert_eq!(c["spec"]["storageClassName"], "fast");
+        let pvc: PersistentVolumeClaim = serde_json::from_value(c).expect("a claim");
+        assert_eq!(pvc.metadata.name.as_deref(), Some("vd-root-u-1"));
+    }
+
+    #[test]
+    fn status_follows_the_claim() {
+        assert_eq!(status("c", None).phase, Some(DiskPhase::Pending));
+        let mut pvc: PersistentVolumeClaim = serde_json::from_value(claim(&vd(), "u")).expect("claim");
+        let s = status("c", Some(&pvc));
+        assert_eq!(s.phase, Some(DiskPhase::WaitForFirstConsumer));
+        assert_eq!(s.capacity, None);
+        assert_eq!(
+            s.target.and_then(|t| t.persistent_volume_claim_name).as_deref(),
+            Some("c")
+        );
+        pvc.status = serde_json::from_value(json!({"phase": "Bound", "capacity": {"storage": "10Gi"}}))
+            .expect("status");
+        let s = status("c", Some(&pvc));
+        assert_eq!(
+            (s.phase, s.capacity.as_deref()),
+            (Some(DiskPhase::Ready), Some("10Gi"))
+        );
+        pvc.status = serde_json::from_value(json!({"phase": "Lost"})).expect("status");
+        assert_eq!(status("c", Some(&pvc)).phase, Some(DiskPhase::Lost));
+    }
+}

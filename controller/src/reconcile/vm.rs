@@ -1,0 +1,392 @@
+//! Reconcile of a `VirtualMachine`: the finalizer, its class and disks, the KubeVirt VM
+//! rendered from the spec, Start requests for `AlwaysOnUnlessStoppedManually`, the status, and
+//! deletion.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::Value;
+use tracing::{info, instrument};
+
+use super::{
+    Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch, retry_on_conflict,
+    send_requests,
+};
+use crate::conditions::{condition, now};
+use crate::kubevirt;
+use crate::kubevirt::Dependencies;
+use crate::resources::{
+    DiskPhase, RunPolicy, VirtualDisk, VirtualMachine, VirtualMachineClass, VirtualMachineStatus, VmPhase,
+};
+use crate::{Error, Result};
+
+/// The finalizer the controller keeps on a VM until its KubeVirt VM and instance are gone.
+pub const FINALIZER: &str = "virtualization.deckhouse.io/vm-cleanup";
+/// Condition: the VM's instance is running.
+pub const RUNNING: &str = "Running";
+/// Condition: the spec is rendered into the KubeVirt VM and, when running, into the instance.
+pub const CONFIGURATION_APPLIED: &str = "ConfigurationApplied";
+/// Condition: the spec is in the KubeVirt VM, but the running instance needs a restart.
+pub const AWAITING_RESTART: &str = "AwaitingRestartToApplyConfiguration";
+/// Condition: the VM's class exists and allows its spec (set when the VM names a class).
+pub const CLASS_READY: &str = "ClassReady";
+/// Condition: every block device is ready (set when the VM has block devices).
+pub const BLOCK_DEVICES_READY: &str = "BlockDevicesReady";
+
+/// A check of what a VM depends on, as a condition: (type, met, reason, message).
+type Check = (&'static str, bool, &'static str, String);
+
+/// Reads the VM's class and disks: what rendering takes from them, and a check per kind of
+/// dependency. Nothing is rendered while a check is not met.
+async fn dependencies(vm: &VirtualMachine, ctx: &Context, ns: &str) -> Result<(Dependencies, Vec<Check>)> {
+    let mut deps = Dependencies::default();
+    let mut checks = Vec::new();
+    if let Some(class_name) = &vm.spec.virtual_machine_class_name {
+        let classes: Api<VirtualMachineClass> = Api::all(ctx.client.clone());
+        let check = match classes.get_opt(class_name).await? {
+            None => (
+                CLASS_READY,
+                false,
+                "VirtualMachineClassNotFound",
+                format!("VirtualMachineClass {class_name} not found"),
+            ),
+            Some(class) => match kubevirt::validate_class(&vm.spec, class_name, &class.spec) {
+                Err(problem) => (CLASS_READY, false, "NotAllowedByClass", problem),
+                Ok(()) => {
+                    deps.class = Some(class.spec);
+                    (
+                        CLASS_READY,
+                        true,
+                        "VirtualMachineClassReady",
+                        format!("VirtualMachineClass {class_name} applies"),
+                    )
+                }
+            },
+        };
+        checks.push(check);
+    }
+    if !vm.spec.block_device_refs.is_empty() {
+        let disks: Api<VirtualDisk> = Api::namespaced(ctx.client.clone(), ns);
+        let mut waiting = Vec::new();
+        for r in &vm.spec.block_device_refs {
+            let disk = disks.get_opt(&r.name).await?;
+            let status = disk.as_ref().and_then(|d| d.status.clone()).unwrap_or_default();
+            let claim = status.target.and_then(|t| t.persistent_volume_claim_name);
+            match (&disk, status.phase, claim) {
+                (None, ..) => waiting.push(format!("VirtualDisk {} not found", r.name)),
+                (Some(_), Some(DiskPhase::Ready), Some(claim)) => deps.disks.push((r.name.clone(), claim)),
+                (Some(_), phase, _) => waiting.push(format!(
+                    "VirtualDisk {} is {}",
+                    r.name,
+                    phase.map_or_else(|| "Pending".to_owned(), |p| format!("{p:?}"))
+                )),
+            }
+        }
+        checks.push(if waiting.is_empty() {
+            (
+                BLOCK_DEVICES_READY,
+                true,
+                "BlockDevicesReady",
+                format!("{} block device(s) ready", deps.disks.len()),
+            )
+        } else {
+            (
+                BLOCK_DEVICES_READY,
+                false,
+                "BlockDevicesNotReady",
+                waiting.join("; "),
+            )
+        });
+    }
+    Ok((deps, checks))
+}
+
+/// Reconciles one VM, retrying at once on conflicts with a freshly read copy.
+#[instrument(skip_all, fields(namespace = vm.namespace().unwrap_or_default(), name = %vm.name_any()))]
+pub async fn reconcile(vm: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = vm.namespace().ok_or(Error::Missing("metadata.namespace"))?;
+    let name = vm.name_any();
+    let api: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    retry_on_conflict(
+        vm,
+        || async { Ok(api.get_opt(&name).await?) },
+        |vm| reconcile_once(vm, &ctx),
+    )
+    .await
+}
+
+/// The KubeVirt APIs of one namespace.
+struct KubeVirt {
+    vms: Api<DynamicObject>,
+    vmis: Api<DynamicObject>,
+}
+
+impl KubeVirt {
+    fn new(ctx: &Context, ns: &str) -> KubeVirt {
+        KubeVirt {
+            vms: Api::namespaced_with(ctx.client.clone(), ns, &kubevirt::vm_resource()),
+            vmis: Api::namespaced_with(ctx.client.clone(), ns, &kubevirt::vmi_resource()),
+        }
+    }
+}
+
+async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action> {
+    let ns = vm.namespace().ok_or(Error::Missing("metadata.namespace"))?;
+    let name = vm.name_any();
+    let api: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    let kv = KubeVirt::new(ctx, &ns);
+
+    if vm.meta().deletion_timestamp.is_some() {
+        return delete(&vm, &api, &kv).await;
+    }
+    let mut vm = vm;
+    if !vm.finalizers().iter().any(|f| f == FINALIZER) {
+        let patch = json_patch(add_finalizer_patch(vm.finalizers(), FINALIZER))?;
+        vm = Arc::new(api.patch(&name, &PatchParams::default(), &patch).await?);
+    }
+    let uid = vm.uid().ok_or(Error::Missing("metadata.uid"))?;
+    let generation = vm.meta().generation;
+    let old = vm.status.clone().unwrap_or_default();
+    let now = now();
+
+    if let Err(problem) = kubevirt::validate(&vm.spec) {
+        // Nothing is rendered from an invalid spec; the condition says why, and the next
+        // change of the VM brings it back here.
+        let mut status = old.clone();
+        status.phase.get_or_insert(VmPhase::Pending);
+        status.observed_generation = generation;
+        set(
+            &mut status.conditions,
+            condition(
+                &old.conditions,
+                CONFIGURATION_APPLIED,
+                false,
+                "InvalidSpec",
+                problem,
+                generation,
+                &now,
+            ),
+        );
+        write_status(&api, &vm, status).await?;
+        return Ok(Action::await_change());
+    }
+
+    let (deps, checks) = dependencies(&vm, ctx, &ns).await?;
+    let check_conditions = |old: &[crate::resources::Condition]| {
+        checks
+            .iter()
+            .map(|(type_, met, reason, message)| {
+                condition(old, type_, *met, reason, message.clone(), generation, &now)
+            })
+            .collect::<Vec<_>>()
+    };
+    if checks.iter().any(|c| !c.1) {
+        // Waiting for a class or disks: nothing is rendered or changed; their watches bring
+        // the VM back here.
+        let mut status = old.clone();
+        status.phase.get_or_insert(VmPhase::Pending);
+        status.observed_generation = generation;
+        for c in check_conditions(&old.conditions) {
+            set(&mut status.conditions, c);
+        }
+        write_status(&api, &vm, status).await?;
+        return Ok(Action::await_change());
+    }
+
+    let desired = kubevirt::render(&vm, &uid, &deps);
+    let mut vmi = kv.vmis.get_opt(&name).await?;
+    let kvvm = match kv.vms.get_opt(&name).await? {
+        None => {
+            let obj: DynamicObject = serde_json::from_value(desired.clone())?;
+            let created = kv.vms.create(&PostParams::default(), &obj).await?;
+            info!(run_strategy = %desired["spec"]["runStrategy"], "KubeVirt VM created");
+            if vm.spec.run_policy == RunPolicy::AlwaysOnUnlessStoppedManually {
+                send_requests(&kv.vms, &created, &[kubevirt::start_request()]).await?;
+            }
+            created
+        }
+        Some(existing) if existing.meta().deletion_timestamp.is_some() => {
+            // Deleted from outside: recreate it once it is gone.
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+        Some(existing) => match update(&existing, &desired) {
+            None => existing,
+            Some(updated) => {
+                let was = existing.data["spec"]["runStrategy"].clone();
+                let replaced = kv.vms.replace(&name, &PostParams::default(), &updated).await?;
+                info!(was = %was, "KubeVirt VM updated");
+                let strategy_changed = desired["spec"]["runStrategy"] != was;
+                if strategy_changed
+                    && vm.spec.run_policy == RunPolicy::AlwaysOnUnlessStoppedManually
+                    && vmi.is_none()
+                {
+                    send_requests(&kv.vms, &replaced, &[kubevirt::start_request()]).await?;
+                }
+                replaced
+            }
+        },
+    };
+    if vmi
+        .as_ref()
+        .is_some_and(|i| i.meta().deletion_timestamp.is_some())
+    {
+        vmi = None;
+    }
+
+    let printable = kvvm.data["status"]["printableStatus"].as_str();
+    let instance_phase = vmi.as_ref().and_then(|i| i.data["status"]["phase"].as_str());
+    let running = instance_phase == Some("Running");
+    let awaiting = vmi.as_ref().map_or_else(Vec::new, |i| {
+        kubevirt::awaiting_restart(&desired["spec"]["template"]["spec"], &i.data["spec"])
+    });
+    let mut status = VirtualMachineStatus {
+        phase: Some(kubevirt::phase(printable)),
+        node_name: vmi
+            .as_ref()
+            .and_then(|i| i.data["status"]["nodeName"].as_str())
+            .map(str::to_owned),
+        conditions: Vec::new(),
+        observed_generation: generation,
+    };
+    let c = &old.conditions;
+    status.conditions.push(condition(
+        c,
+        RUNNING,
+        running,
+        if running {
+            "VirtualMachineRunning"
+        } else {
+            "VirtualMachineNotRunning"
+        },
+        instance_phase.map_or_else(
+            || "no VirtualMachineInstance".to_owned(),
+            |p| format!("VirtualMachineInstance is {p}"),
+        ),
+        generation,
+        &now,
+    ));
+    if awaiting.is_empty() {
+        status.conditions.push(condition(
+            c,
+            CONFIGURATION_APPLIED,
+            true,
+            "ConfigurationApplied",
+            "the spec is applied",
+            generation,
+            &now,
+        ));
+    } else {
+        let message = format!(
+            "changes to spec.template.spec.{} apply when the VM restarts",
+            awaiting.join(", ")
+        );
+        status.conditions.push(condition(
+            c,
+            CONFIGURATION_APPLIED,
+            false,
+            "RestartAwaitingChanges",
+            message.clone(),
+            generation,
+            &now,
+        ));
+        status.conditions.push(condition(
+            c,
+            AWAITING_RESTART,
+            true,
+            "RestartAwaitingChanges",
+            message,
+            generation,
+            &now,
+        ));
+    }
+    status.conditions.extend(check_conditions(c));
+    write_status(&api, &vm, status).await?;
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+/// Deletion: delete the KubeVirt VM, wait until it and its instance are gone, then drop the
+/// finalizer.
+async fn delete(vm: &VirtualMachine, api: &Api<VirtualMachine>, kv: &KubeVirt) -> Result<Action> {
+    if !vm.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let name = vm.name_any();
+    let kvvm = kv.vms.get_opt(&name).await?;
+    if let Some(k) = &kvvm
+        && k.meta().deletion_timestamp.is_none()
+    {
+        match kv.vms.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => info!("KubeVirt VM deleted"),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let vmi = kv.vmis.get_opt(&name).await?;
+    if kvvm.is_some() || vmi.is_some() {
+        let mut status = vm.status.clone().unwrap_or_default();
+        status.phase = Some(VmPhase::Terminating);
+        write_status(api, vm, status).await?;
+        // The watches of both bring the VM back here when they go; this is the fallback.
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    }
+    if let Some(patch) = remove_finalizer_patch(vm.finalizers(), FINALIZER) {
+        api.patch(&name, &PatchParams::default(), &json_patch(patch)?)
+            .await?;
+        info!("finalizer removed");
+    }
+    Ok(Action::await_change())
+}
+
+/// The KubeVirt VM to write when `existing` differs from `desired`: `existing` (its
+/// `resourceVersion`, finalizers, annotations and status kept) with the rendered spec, labels and
+/// ownerReference. Hand edits of the spec or of those labels are put back.
+fn update(existing: &DynamicObject, desired: &Value) -> Option<DynamicObject> {
+    let labels = existing.labels();
+    let want_labels = desired["metadata"]["labels"].as_object()?;
+    let labels_ok = want_labels
+        .iter()
+        .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str());
+    let want_uid = desired["metadata"]["ownerReferences"][0]["uid"].as_str();
+    let owner_ok = existing
+        .owner_references()
+        .iter()
+        .any(|r| Some(r.uid.as_str()) == want_uid && r.controller == Some(true));
+    if labels_ok && owner_ok && existing.data["spec"] == desired["spec"] {
+        return None;
+    }
+    let mut updated = existing.clone();
+    let l = updated.labels_mut();
+    for (k, v) in want_labels {
+        l.insert(k.clone(), v.as_str().unwrap_or_default().to_owned());
+    }
+    updated.metadata.owner_references =
+        serde_json::from_value(desired["metadata"]["ownerReferences"].clone()).ok();
+    updated.data["spec"] = desired["spec"].clone();
+    Some(updated)
+}
+
+/// Sets `c` in `conditions`, replacing one of its type.
+fn set(conditions: &mut Vec<crate::resources::Condition>, c: crate::resources::Condition) {
+    conditions.retain(|o| o.type_ != c.type_);
+    conditions.push(c);
+}
+
+/// Writes `status` through `/status` when it differs from the VM's, with the VM's
+/// `resourceVersion`: a stale VM gets a 409 and is reconciled again from a fresh copy.
+async fn write_status(
+    api: &Api<VirtualMachine>,
+    vm: &VirtualMachine,
+    status: VirtualMachineStatus,
+) -> Result<()> {
+    if vm.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let mut obj = vm.clone();
+    obj.status = Some(status);
+    api.replace_status(&vm.name_any(), &PostParams::default(), &obj)
+        .await?;
+    Ok(())
+}

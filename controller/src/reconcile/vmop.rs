@@ -1,0 +1,394 @@
+//! Reconcile of a `VirtualMachineOperation`: Start, Stop or Restart sent as KubeVirt
+//! `stateChangeRequests`, then followed until the VM gets there.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::{Value, json};
+use tracing::{info, instrument};
+
+use super::{Context, send_requests};
+use crate::conditions::{condition, now};
+use crate::kubevirt;
+use crate::resources::{
+    OperationPhase, OperationType, RunPolicy, VirtualMachine, VirtualMachineOperation,
+    VirtualMachineOperationStatus,
+};
+use crate::{Error, Result};
+
+/// Condition: whether the operation is done, and why not.
+pub const COMPLETED: &str = "Completed";
+
+/// What to do with an operation, decided from the operation, the VM's run policy and its
+/// instance (pure; see [`decide`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing to do: the operation is finished.
+    Done,
+    /// Finish with this phase, reason and message.
+    Finish(OperationPhase, &'static str, String),
+    /// Send these requests, then wait (phase InProgress); `stopped` is the instance a restart
+    /// stops.
+    Send(Vec<Value>, Option<String>),
+    /// Wait for the VM to get there.
+    Wait(&'static str),
+}
+
+/// The instance of a VM as an operation sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Instance<'a> {
+    /// Its uid.
+    pub uid: &'a str,
+    /// Whether its phase is Running.
+    pub running: bool,
+}
+
+/// Decides the next step of operation `op` of type `t` on a VM with `policy` whose instance is
+/// `vmi` (`None`: no instance).
+pub fn decide(
+    t: OperationType,
+    status: &VirtualMachineOperationStatus,
+    policy: RunPolicy,
+    vmi: Option<Instance<'_>>,
+) -> Step {
+    use OperationPhase::*;
+    use OperationType::*;
+    match status.phase.unwrap_or(Pending) {
+        Completed | Failed => Step::Done,
+        Pending => {
+            let forbidden = matches!(
+                (t, policy),
+                (Start | Restart, RunPolicy::AlwaysOff) | (Stop, RunPolicy::AlwaysOn)
+            );
+            if forbidden {
+                return Step::Finish(
+                    Failed,
+                    "NotAllowedByRunPolicy",
+                    format!("{t:?} is not allowed for runPolicy {policy:?}"),
+                );
+            }
+            match (t, vmi) {
+                (Start, Some(i)) if i.running => Step::Finish(
+                    Completed,
+                    "OperationCompleted",
+                    "the VirtualMachine is already running".into(),
+                ),
+                (Start, _) => Step::Send(vec![kubevirt::start_request()], None),
+                (Stop, None) => Step::Finish(
+                    Completed,
+                    "OperationCompleted",
+                    "the VirtualMachine is already stopped".into(),
+                ),
+                (Stop, Some(i)) => Step::Send(vec![kubevirt::stop_request(Some(i.uid))], None),
+                (Restart, None) => Step::Finish(
+                    Failed,
+                    "VirtualMachineNotRunning",
+                    "a stopped VirtualMachine cannot be restarted".into(),
+                ),
+                (Restart, Some(i)) => Step::Send(
+                    vec![kubevirt::stop_request(Some(i.uid)), kubevirt::start_request()],
+                    Some(i.uid.to_owned()),
+                ),
+            }
+        }
+        InProgress => {
+            let done = match (t, vmi) {
+                (Start, Some(i)) => i.running,
+                (Stop, None) => true,
+                (Restart, Some(i)) => i.running && Some(i.uid) != status.stopped_instance_uid.as_deref(),
+                _ => false,
+            };
+            if done {
+                Step::Finish(Completed, "OperationCompleted", format!("{t:?} done"))
+            } else {
+                Step::Wait(match t {
+                    Start => "waiting for the VirtualMachine to run",
+                    Stop => "waiting for the VirtualMachine to stop",
+                    Restart => "waiting for a new instance to run",
+                })
+            }
+        }
+    }
+}
+
+/// Whether the KubeVirt VM already has the runStrategy of the VM's run policy. A request sent
+/// before it does can be undone at once: a Start to a KubeVirt VM still `Halted` (the VM
+/// reconciler has not applied a new run policy yet, e.g. while its watch recovers from a
+/// kube-apiserver restart) makes an instance that KubeVirt deletes again.
+pub fn strategy_applied(kubevirt_run_strategy: Option<&str>, policy: RunPolicy) -> bool {
+    kubevirt_run_strategy == Some(kubevirt::run_strategy(policy))
+}
+
+/// Reconciles one operation. It reads the operation afresh first, so a Start or Stop is never
+/// sent twice from a stale cache.
+#[instrument(skip_all, fields(namespace = op.namespace().unwrap_or_default(), name = %op.name_any()))]
+pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = op.namespace().ok_or(Error::Missing("metadata.namespace"))?;
+    let ops: Api<VirtualMachineOperation> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(op) = ops.get_opt(&op.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
+    let status = op.status.clone().unwrap_or_default();
+    if matches!(
+        status.phase,
+        Some(OperationPhase::Completed | OperationPhase::Failed)
+    ) {
+        return Ok(Action::await_change());
+    }
+    let vm_name = &op.spec.virtual_machine_name;
+    let vms: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(vm) = vms.get_opt(vm_name).await? else {
+        let message = format!("VirtualMachine {vm_name} not found in namespace {ns}");
+        finish(
+            &ops,
+            &op,
+            OperationPhase::Failed,
+            "VirtualMachineNotFound",
+            message,
+        )
+        .await?;
+        return Ok(Action::await_change());
+    };
+    let kvvms: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &kubevirt::vm_resource());
+    let vmis: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &kubevirt::vmi_resource());
+    let Some(kvvm) = kvvms.get_opt(vm_name).await? else {
+        write(
+            &ops,
+            &op,
+            OperationPhase::Pending,
+            "KubeVirtVMNotFound",
+            false,
+            "waiting for the KubeVirt VM".into(),
+            None,
+        )
+        .await?;
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    };
+    let vmi = vmis
+        .get_opt(vm_name)
+        .await?
+        .filter(|i| i.meta().deletion_timestamp.is_none());
+    let uid = vmi.as_ref().and_then(|i| i.uid());
+    let instance = vmi.as_ref().map(|i| Instance {
+        uid: uid.as_deref().unwrap_or_default(),
+        running: i.data["status"]["phase"] == "Running",
+    });
+    match decide(op.spec.type_, &status, vm.spec.run_policy, instance) {
+        Step::Done => Ok(Action::await_change()),
+        Step::Finish(phase, reason, message) => {
+            finish(&ops, &op, phase, reason, message).await?;
+            Ok(Action::await_change())
+        }
+        Step::Send(..)
+            if !strategy_applied(kvvm.data["spec"]["runStrategy"].as_str(), vm.spec.run_policy) =>
+        {
+            write(
+                &ops,
+                &op,
+                OperationPhase::Pending,
+                "RunPolicyNotApplied",
+                false,
+                format!(
+                    "waiting for the KubeVirt VM to take runPolicy {:?}",
+                    vm.spec.run_policy
+                ),
+                None,
+            )
+            .await?;
+            Ok(Action::requeue(Duration::from_secs(1)))
+        }
+        Step::Send(requests, stopped) => {
+            send_requests(&kvvms, &kvvm, &requests).await?;
+            write(
+                &ops,
+                &op,
+                OperationPhase::InProgress,
+                "SignalSent",
+                false,
+                format!("{:?} sent", op.spec.type_),
+                stopped,
+            )
+            .await?;
+            Ok(Action::requeue(Duration::from_secs(10)))
+        }
+        Step::Wait(message) => {
+            write(
+                &ops,
+                &op,
+                OperationPhase::InProgress,
+                "SignalSent",
+                false,
+                message.into(),
+                status.stopped_instance_uid.clone(),
+            )
+            .await?;
+            Ok(Action::requeue(Duration::from_secs(10)))
+        }
+    }
+}
+
+async fn finish(
+    ops: &Api<VirtualMachineOperation>,
+    op: &VirtualMachineOperation,
+    phase: OperationPhase,
+    reason: &str,
+    message: String,
+) -> Result<()> {
+    info!(?phase, reason, %message, "operation finished");
+    let stopped = op.status.as_ref().and_then(|s| s.stopped_instance_uid.clone());
+    write(
+        ops,
+        op,
+        phase,
+        reason,
+        phase == OperationPhase::Completed,
+        message,
+        stopped,
+    )
+    .await
+}
+
+/// Merge-patches the status (only this controller writes it) when it changes.
+async fn write(
+    ops: &Api<VirtualMachineOperation>,
+    op: &VirtualMachineOperation,
+    phase: OperationPhase,
+    reason: &str,
+    completed: bool,
+    message: String,
+    stopped_instance_uid: Option<String>,
+) -> Result<()> {
+    let old = op.status.clone().unwrap_or_default();
+    let status = VirtualMachineOperationStatus {
+        phase: Some(phase),
+        conditions: vec![condition(
+            &old.conditions,
+            COMPLETED,
+            completed,
+            reason,
+            message,
+            op.meta().generation,
+            &now(),
+        )],
+        stopped_instance_uid,
+    };
+    if old == status {
+        return Ok(());
+    }
+    ops.patch_status(
+        &op.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use OperationPhase::*;
+    use OperationType::*;
+
+    fn st(phase: OperationPhase, stopped: Option<&str>) -> VirtualMachineOperationStatus {
+        VirtualMachineOperationStatus {
+            phase: Some(phase),
+            conditions: Vec::new(),
+            stopped_instance_uid: stopped.map(str::to_owned),
+        }
+    }
+
+    const RUNNING: Instance<'static> = Instance {
+        uid: "a",
+        running: true,
+    };
+
+    #[test]
+    fn requests_wait_for_the_run_policy_to_reach_kubevirt() {
+        assert!(strategy_applied(Some("Manual"), RunPolicy::Manual));
+        assert!(strategy_applied(
+            Some("Manual"),
+            RunPolicy::AlwaysOnUnlessStoppedManually
+        ));
+        assert!(!strategy_applied(Some("Halted"), RunPolicy::Manual));
+        assert!(!strategy_applied(None, RunPolicy::Manual));
+    }
+
+    #[test]
+    fn pending_operations_send_requests() {
+        let p = RunPolicy::Manual;
+        let fresh = VirtualMachineOperationStatus::default();
+        assert_eq!(
+            decide(Start, &fresh, p, None),
+            Step::Send(vec![json!({"action": "Start"})], None)
+        );
+        assert_eq!(
+            decide(Stop, &fresh, p, Some(RUNNING)),
+            Step::Send(vec![json!({"action": "Stop", "uid": "a"})], None)
+        );
+        assert_eq!(
+            decide(Restart, &fresh, p, Some(RUNNING)),
+            Step::Send(
+                vec![json!({"action": "Stop", "uid": "a"}), json!({"action": "Start"})],
+                Some("a".into())
+            )
+        );
+    }
+
+    #[test]
+    fn pending_operations_that_need_nothing_or_cannot_be_done() {
+        let fresh = VirtualMachineOperationStatus::default();
+        assert!(matches!(
+            decide(Start, &fresh, RunPolicy::Manual, Some(RUNNING)),
+            Step::Finish(Completed, ..)
+        ));
+        assert!(matches!(
+            decide(Stop, &fresh, RunPolicy::Manual, None),
+            Step::Finish(Completed, ..)
+        ));
+        assert!(matches!(
+            decide(Restart, &fresh, RunPolicy::Manual, None),
+            Step::Finish(Failed, "VirtualMachineNotRunning", _)
+        ));
+        assert!(matches!(
+            decide(Start, &fresh, RunPolicy::AlwaysOff, None),
+            Step::Finish(Failed, "NotAllowedByRunPolicy", _)
+        ));
+        assert!(matches!(
+            decide(Stop, &fresh, RunPolicy::AlwaysOn, Some(RUNNING)),
+            Step::Finish(Failed, "NotAllowedByRunPolicy", _)
+        ));
+    }
+
+    #[test]
+    fn in_progress_operations_complete_when_the_vm_gets_there() {
+        let p = RunPolicy::Manual;
+        let wip = st(InProgress, None);
+        assert!(matches!(decide(Start, &wip, p, None), Step::Wait(_)));
+        assert!(matches!(
+            decide(Start, &wip, p, Some(RUNNING)),
+            Step::Finish(Completed, ..)
+        ));
+        assert!(matches!(decide(Stop, &wip, p, Some(RUNNING)), Step::Wait(_)));
+        assert!(matches!(decide(Stop, &wip, p, None), Step::Finish(Completed, ..)));
+        let restart = st(InProgress, Some("a"));
+        assert!(matches!(
+            decide(Restart, &restart, p, Some(RUNNING)),
+            Step::Wait(_)
+        ));
+        assert!(matches!(decide(Restart, &restart, p, None), Step::Wait(_)));
+        let new = Instance {
+            uid: "b",
+            running: true,
+        };
+        assert!(matches!(
+            decide(Restart, &restart, p, Some(new)),
+            Step::Finish(Completed, ..)
+        ));
+        assert_eq!(decide(Start, &st(Completed, None), p, None), Step::Done);
+        assert_eq!(decide(Start, &st(Failed, None), p, None), Step::Done);
+    }
+}

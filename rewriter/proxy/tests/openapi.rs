@@ -1,0 +1,310 @@
+//! OpenAPI through the proxy on the real kube-apiserver 1.20 with KubeVirt's full-schema CRDs
+//! (applied through the proxy): `kubectl explain` and `kubectl apply --validate=strict` work
+//! for the original kinds through the proxy exactly as they do directly for the renamed kinds,
+//! the ETag carries the rules version, and `/openapi/v3` (which 1.20 does not serve) passes
+//! upstream's 404 unchanged. And `RULES_PATH` swapped under a running proxy the way a ConfigMap
+//! update does it: new rules without a restart, an invalid file keeps the old ones.
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use kube_api_rewriter_testkit::*;
+
+const INTERNAL: &str = "internal.virtualization.deckhouse.io";
+const UP_VM: &str = "internalvirtualizationvirtualmachines";
+
+/// A VirtualMachine; `extra` is one more line under `spec:` (two spaces in).
+fn vm(api_version: &str, kind: &str, name: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n{extra}  running: false\n  template:\n    spec:\n      domain:\n        devices: {{}}\n        resources: {{requests: {{memory: 64Mi}}}}\n"
+    )
+}
+
+/// Retries `f` (kube-apiserver publishes a new CRD's schema in /openapi/v2 a few seconds after
+/// the CRD is established) until it succeeds; the last output on failure.
+fn eventually(limit: Duration, mut f: impl FnMut() -> Output) -> Output {
+    let t = Instant::now();
+    loop {
+        let o = f();
+        if o.status.success() || t.elapsed() > limit {
+            return o;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn no_internal_names(s: &str) {
+    for needle in [INTERNAL, "InternalVirtualization", "internalvirtualization"] {
+        assert!(!s.contains(needle), "{needle} leaks through the proxy:\n{s}");
+    }
+}
+
+#[test]
+fn openapi_through_proxy() {
+    let cp = ControlPlane::up();
+    let dir = cp.dir.clone();
+    let p = ProxyProc::start(&dir, &[("KUBECONFIG", cp.kubeconfig())]);
+    let pkc = p.kubeconfig.to_str().expect("utf-8").to_owned();
+    let direct = cp.get("KUBE_APISERVER_URL").to_owned();
+    let ca = cp.get("KUBE_CA_FILE").to_owned();
+    let admin = format!("Authorization: Bearer {}", cp.get("ADMIN_TOKEN"));
+    let limit = Duration::from_secs(60);
+
+    let crds = || {
+        for f in ["virtualmachines", "virtualmachineinstances", "kubevirt"] {
+            ok(&p.kubectl(&[
+                "apply",
+                "-f",
+                &format!("{}/original-k8s-1.20/{f}.yaml", crd_fixtures().display()),
+            ]));
+        }
+        for crd in [
+            "virtualmachines.kubevirt.io",
+            "virtualmachineinstances.kubevirt.io",
+            "kubevirts.kubevirt.io",
+        ] {
+            if let Some(err) = wait_crd_established(&p, crd) {
+                panic!("crd/{crd} not established: {err}");
+            }
+        }
+    };
+
+    let explain = || {
+        for (what, field) in [("", "VirtualMachine"), (".spec.template", "template")] {
+            // Directly, for the renamed kind: the baseline.
+            let o = eventually(limit, || cp.kubectl(&["explain", &format!("{UP_VM}{what}")]));
+            let up = ok(&o);
+            assert!(up.contains("InternalVirtualizationVirtualMachine"), "{up}");
+            // Through the proxy, for the original kind.
+            let o = eventually(limit, || p.kubectl(&["explain", &format!("vm{what}")]));
+            let out = ok(&o);
+            assert!(
+                out.contains("VirtualMachine") && out.contains("kubevirt.io"),
+                "{out}"
+            );
+            assert!(out.contains(field), "{out}");
+            no_internal_names(&out);
+        }
+        let out = ok(&p.kubectl(&["explain", "vm.spec.template.spec.domain"]));
+        assert!(out.contains("devices"), "{out}");
+        no_internal_names(&out);
+    };
+
+    let validate = || {
+        let apply = |kc: &str, y: &str| {
+            kubectl_in(
+                kc,
+                &["apply", "--validate=strict", "--dry-run=server", "-f", "-"],
+                y,
+            )
+        };
+        let up_av = format!("{INTERNAL}/v1");
+        let up_kind = "InternalVirtualizationVirtualMachine";
+        // Directly: an unknown spec field is rejected, a valid object accepted.
+        let o = eventually(limit, || {
+            apply(cp.kubeconfig(), &vm(&up_av, up_kind, "direct-ok", ""))
+        });
+        ok(&o);
+        let err = fails(&apply(
+            cp.kubeconfig(),
+            &vm(&up_av, up_kind, "direct-bad", "  bogusField: 1\n"),
+        ));
+        assert!(err.contains("bogusField"), "{err}");
+        // Through the proxy, with the original names.
+        let o = eventually(limit, || {
+            apply(&pkc, &vm("kubevirt.io/v1", "VirtualMachine", "proxy-ok", ""))
+        });
+        let out = ok(&o);
+        assert!(out.contains("proxy-ok"), "{out}");
+        let err = fails(&apply(
+            &pkc,
+            &vm(
+                "kubevirt.io/v1",
+                "VirtualMachine",
+                "proxy-bad",
+                "  bogusField: 1\n",
+            ),
+        ));
+        assert!(err.contains("bogusField"), "{err}");
+        assert!(err.contains("VirtualMachine"), "{err}");
+        no_internal_names(&err);
+    };
+
+    let documents = || {
+        let headers = |url: &str, extra: &[&str]| {
+            let mut args = vec!["-sS", "-o", "/dev/null", "-D", "-", "--cacert", &ca, "-H", &admin];
+            args.extend_from_slice(extra);
+            args.push(url);
+            ok(&curl(&args))
+        };
+        let etag_of = |h: &str| {
+            h.lines()
+                .find_map(|l| {
+                    l.split_once(':')
+                        .filter(|(k, _)| k.eq_ignore_ascii_case("etag"))
+                        .map(|(_, v)| v.trim().to_owned())
+                })
+                .unwrap_or_else(|| panic!("no ETag:\n{h}"))
+        };
+        let up = etag_of(&headers(&format!("{direct}/openapi/v2"), &[]));
+        let h = headers(&p.url("/openapi/v2"), &[]);
+        assert!(h.starts_with("HTTP/1.1 200"), "{h}");
+        let ours = etag_of(&h);
+        assert!(
+            ours.starts_with(up.trim_end_matches('"')) && ours.contains("-r") && ours != up,
+            "upstream {up}, proxy {ours}"
+        );
+        // The client's cached copy is still good: 304 with our ETag.
+        let inm = format!("If-None-Match: {ours}");
+        let h = headers(&p.url("/openapi/v2"), &["-H", &inm]);
+        assert!(h.starts_with("HTTP/1.1 304"), "{h}");
+        assert_eq!(etag_of(&h), ours);
+        // Upstream's own ETag (no rules version) is not ours: the whole document again.
+        let inm = format!("If-None-Match: {up}");
+        let h = headers(&p.url("/openapi/v2"), &["-H", &inm]);
+        assert!(h.starts_with("HTTP/1.1 200"), "{h}");
+        // JSON: original names only, the rest as kube-apiserver sent it.
+        let body = ok(&curl(&["-sS", &p.url("/openapi/v2")]));
+        let doc = parse_json(&body);
+        let defs = doc["definitions"].as_object().expect("definitions");
+        let def = &defs["io.kubevirt.v1.VirtualMachine"];
+        assert_eq!(
+            def["x-kubernetes-group-version-kind"][0]["group"], "kubevirt.io",
+            "{def}"
+        );
+        assert!(defs.contains_key("io.k8s.api.core.v1.Pod"));
+        assert!(
+            doc["paths"]
+                .as_object()
+                .expect("paths")
+                .contains_key("/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}")
+        );
+        for leak in [
+            "io.deckhouse.virtualization.internal",
+            "\"group\":\"internal.virtualization",
+        ] {
+            assert!(!body.contains(leak), "{leak}");
+        }
+        // v1.20 has no /openapi/v3: the proxy passes the 404 on.
+        let code = |url: &str| {
+            ok(&curl(&[
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--cacert",
+                &ca,
+                "-H",
+                &admin,
+                url,
+            ]))
+        };
+        assert_eq!(code(&format!("{direct}/openapi/v3")), "404");
+        assert_eq!(code(&p.url("/openapi/v3")), "404");
+        assert_eq!(code(&p.url("/openapi/v3/apis/kubevirt.io/v1")), "404");
+    };
+
+    // RULES_PATH as a ConfigMap mounts it: DIR/rules.yaml -> ..data/rules.yaml, ..data -> ..vN.
+    let reload = || {
+        let cm = dir.join("configmap");
+        let kubevirt = std::fs::read_to_string(workspace().join("rules/kubevirt.yaml")).expect("rules");
+        let swap = |n: u32, text: &str| {
+            let v = cm.join(format!("..v{n}"));
+            std::fs::create_dir_all(&v).expect("dir");
+            std::fs::write(v.join("rules.yaml"), text).expect("write");
+            let tmp = cm.join("..data_tmp");
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(format!("..v{n}"), &tmp).expect("symlink");
+            std::fs::rename(&tmp, cm.join("..data")).expect("swap");
+        };
+        std::fs::create_dir_all(&cm).expect("dir");
+        swap(1, &kubevirt);
+        std::os::unix::fs::symlink("..data/rules.yaml", cm.join("rules.yaml")).expect("symlink");
+        let rules_path = cm.join("rules.yaml");
+        let q = ProxyProc::start(
+            &dir,
+            &[
+                ("KUBECONFIG", cp.kubeconfig()),
+                ("RULES_PATH", rules_path.to_str().expect("utf-8")),
+            ],
+        );
+        let code = |path: &str| {
+            ok(&curl(&[
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &q.url(path),
+            ]))
+        };
+        let readyz = |query: &str| ok(&curl(&["-s", &q.mon(&format!("/readyz{query}"))]));
+        let etag = || {
+            let h = ok(&curl(&[
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-D",
+                "-",
+                &q.url("/openapi/v2"),
+            ]));
+            h.lines()
+                .find(|l| l.to_ascii_lowercase().starts_with("etag:"))
+                .map(str::to_owned)
+                .unwrap_or_else(|| panic!("no ETag:\n{h}"))
+        };
+        // kubevirt.io is served as internal.virtualization.deckhouse.io.
+        assert_eq!(code("/apis/kubevirt.io/v1"), "200");
+        let etag1 = etag();
+        // A new mapping: kubevirt.io → x.example.io, which upstream does not serve.
+        swap(
+            2,
+            &kubevirt.replace(
+                "renamed: internal.virtualization.deckhouse.io",
+                "renamed: x.example.io",
+            ),
+        );
+        q.wait_until(Duration::from_secs(15), |_| code("/apis/kubevirt.io/v1") == "404");
+        assert!(
+            q.logs().contains("upstream=/apis/x.example.io/v1"),
+            "{}",
+            q.logs()
+        );
+        assert!(q.logs().contains("rules reloaded"), "{}", q.logs());
+        // The OpenAPI ETag changes with the rules.
+        assert_ne!(etag(), etag1);
+        // An invalid file: the rules in force stay, the proxy stays ready and says why.
+        swap(3, "rules: [this is not a rule file\n");
+        q.wait_until(Duration::from_secs(15), |_| {
+            readyz("?verbose").contains("the last reload failed")
+        });
+        assert_eq!(code("/apis/kubevirt.io/v1"), "404");
+        assert_eq!(q.readyz(), "200");
+        assert_eq!(readyz(""), "ok");
+        let v = readyz("?verbose");
+        assert!(v.contains("RULES_PATH"), "{v}");
+        let metrics = ok(&curl(&["-s", &q.mon("/metrics")]));
+        assert!(
+            metrics.contains("kube_api_rewriter_rules_reload_failing 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("kube_api_rewriter_rules_reloads_total{result=\"error\"}"),
+            "{metrics}"
+        );
+        assert!(q.logs().contains("rules reload failed"), "{}", q.logs());
+        // Fixed again: the original mapping is back.
+        swap(4, &kubevirt);
+        q.wait_until(Duration::from_secs(15), |_| code("/apis/kubevirt.io/v1") == "200");
+        assert!(!readyz("?verbose").contains("failed"));
+    };
+
+    run_cases(&[
+        ("crds", &crds),
+        ("explain", &explain),
+        ("validate", &validate),
+        ("documents", &documents),
+        ("reload", &reload),
+    ]);
+}
