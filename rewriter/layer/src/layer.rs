@@ -24,7 +24,6 @@ use crate::shutdown::Watch;
 /// use std::sync::Arc;
 /// use kube_api_rewriter::rules::Source;
 /// use kube_api_rewriter_layer::{Limits, RewriteLayer, Rules};
-/// use kube_api_rewriter::rules::Source;
 ///
 /// let text = std::fs::read_to_string("rules/kubevirt.yaml")?;
 /// let rules = Rules::parse(&[Source { name: "rules/kubevirt.yaml", text: &text }])?;
