@@ -19,22 +19,7 @@ fn vm_yaml(name: &str) -> String {
 }
 
 fn apply_stdin(kubeconfig: &str, yaml: &str, extra: &[&str]) -> std::process::Output {
-    let mut c = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .args(["apply", "-f", "-"])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl");
-    use std::io::Write;
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(yaml.as_bytes())
-        .expect("write");
-    c.wait_with_output().expect("kubectl ends")
+    kubectl_in(kubeconfig, &[&["apply", "-f", "-"][..], extra].concat(), yaml)
 }
 
 fn json(s: &str) -> serde_json::Value {
