@@ -4,6 +4,9 @@
 //! A client that opens connections and sends nothing (or dribbles headers) can then never lock
 //! out clients that do send requests, and one listener (say, monitoring) can never take more
 //! file descriptors than its own cap.
+//!
+//! A connection counts until its last user is gone: an upgraded (spliced) connection outlives
+//! its HTTP connection task, so the splice holds the connection's place with a [`Hold`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,16 +46,34 @@ pub enum Admit {
 /// One admitted connection.
 #[derive(Debug)]
 pub struct Guard {
-    id: u64,
-    conns: Conns,
+    held: Hold,
     requested: Arc<AtomicBool>,
     evict: Arc<Notify>,
+}
+
+/// A share in a connection's place under the cap: the place frees when the [`Guard`] and every
+/// `Hold` are gone. The server puts one in each request's extensions; an upgrade moves it into
+/// the splice.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    _held: Arc<Held>,
+}
+
+#[derive(Debug)]
+struct Held {
+    id: u64,
+    conns: Conns,
 }
 
 impl Guard {
     /// Set it once the connection has sent a complete request: it is no longer evicted.
     pub fn requested(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.requested)
+    }
+
+    /// A share in this connection's place, for what outlives the connection task.
+    pub fn hold(&self) -> Hold {
+        self.held.clone()
     }
 
     /// Completes when the connection is to be closed for a newer one.
@@ -62,7 +83,7 @@ impl Guard {
     }
 }
 
-impl Drop for Guard {
+impl Drop for Held {
     fn drop(&mut self) {
         let mut st = self.conns.inner.lock().unwrap_or_else(|p| p.into_inner());
         st.open.remove(&self.id);
@@ -117,8 +138,12 @@ impl Conns {
             },
         );
         Admit::Open(Guard {
-            id,
-            conns: self.clone(),
+            held: Hold {
+                _held: Arc::new(Held {
+                    id,
+                    conns: self.clone(),
+                }),
+            },
             requested,
             evict,
         })
@@ -169,5 +194,19 @@ mod tests {
         assert_eq!(c.len(), 3);
         drop(b);
         assert_eq!(c.len(), 3, "an evicted guard was already removed");
+    }
+
+    #[test]
+    fn a_held_connection_keeps_its_place_after_its_guard() {
+        let c = Conns::new(1);
+        let g = open(&c);
+        g.requested().store(true, Ordering::Relaxed);
+        let spliced = g.hold();
+        drop(g);
+        assert_eq!(c.len(), 1, "the splice still holds the place");
+        assert!(matches!(c.admit(), Admit::Full));
+        drop(spliced);
+        assert!(c.is_empty());
+        let _h = open(&c);
     }
 }

@@ -99,6 +99,9 @@ impl Readiness {
     }
 }
 
+/// Time upstream `/readyz` has to answer.
+const READYZ_ANSWER: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn poll(upstream: &Upstream) -> Result<(), String> {
     let uri = upstream.uri("/readyz").map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();
@@ -106,9 +109,10 @@ async fn poll(upstream: &Upstream) -> Result<(), String> {
     let mut req = Request::new(body::empty());
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
-    let resp = upstream
-        .send(req)
+    // A stopped (not dead) kube-apiserver must not hang the poller.
+    let resp = tokio::time::timeout(READYZ_ANSWER, upstream.send(req, Some(READYZ_ANSWER)))
         .await
+        .map_err(|_| format!("upstream /readyz: no answer within {READYZ_ANSWER:?}"))?
         .map_err(|e| format!("upstream /readyz: {e}"))?;
     if resp.status() == StatusCode::OK {
         Ok(())

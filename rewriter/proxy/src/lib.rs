@@ -20,6 +20,7 @@ pub mod conns;
 pub mod health;
 pub mod idle;
 pub mod labels;
+mod lanes;
 pub mod metrics;
 pub mod monauth;
 pub mod proxy;

@@ -2,7 +2,8 @@
 //! (and kube-rbac-proxy) do it. A TokenReview authenticates the token, a SubjectAccessReview
 //! authorizes its user for the configured resource attributes; both through the proxy's own
 //! upstream client and credentials. Decisions are cached for two minutes (at most
-//! [`CACHE_ENTRIES`] tokens). Tokens are never logged.
+//! [`CACHE_ENTRIES`] tokens), keyed by the token's SHA-256: the cache holds no usable
+//! credential. Tokens are never logged.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -69,7 +70,7 @@ pub enum Decision {
 pub struct MonitoringAuth {
     upstream: Arc<Upstream>,
     attrs: ResourceAttributes,
-    cache: Mutex<HashMap<String, (Instant, Decision)>>,
+    cache: Mutex<HashMap<TokenKey, (Instant, Decision)>>,
 }
 
 #[derive(Deserialize)]
@@ -124,7 +125,7 @@ impl MonitoringAuth {
     fn cached(&self, token: &str) -> Option<Decision> {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         cache
-            .get(token)
+            .get(&TokenKey::of(token))
             .filter(|(t, _)| t.elapsed() < CACHE_TTL)
             .map(|(_, d)| *d)
     }
@@ -137,7 +138,7 @@ impl MonitoringAuth {
                 cache.clear();
             }
         }
-        cache.insert(token.to_owned(), (Instant::now(), d));
+        cache.insert(TokenKey::of(token), (Instant::now(), d));
     }
 
     async fn review(&self, token: &str) -> Result<Decision, String> {
@@ -201,7 +202,7 @@ impl MonitoringAuth {
         *req.method_mut() = Method::POST;
         *req.uri_mut() = uri;
         *req.headers_mut() = headers;
-        let resp = tokio::time::timeout(Duration::from_secs(10), self.upstream.send(req))
+        let resp = tokio::time::timeout(Duration::from_secs(10), self.upstream.send(req, Some(Duration::from_secs(10))))
             .await
             .map_err(|_| format!("{path}: no answer within 10s"))?
             .map_err(|e| format!("{path}: {e}"))?;
@@ -215,6 +216,19 @@ impl MonitoringAuth {
             return Err(format!("{path}: kube-apiserver answered {status}"));
         }
         serde_json::from_slice(&b).map_err(|e| format!("{path}: {e}"))
+    }
+}
+
+/// A cache key: the token's SHA-256, so a memory dump of the cache yields no token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct TokenKey([u8; 32]);
+
+impl TokenKey {
+    fn of(token: &str) -> Self {
+        let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+        let mut k = [0u8; 32];
+        k.copy_from_slice(d.as_ref());
+        Self(k)
     }
 }
 
@@ -242,6 +256,20 @@ mod tests {
             "all six"
         );
         assert!(ResourceAttributes::parse("yes").is_err());
+    }
+
+    #[test]
+    fn cache_keys_are_digests_not_tokens() {
+        let k = TokenKey::of("abc");
+        // SHA-256("abc"), FIPS 180-2 appendix B.1.
+        assert_eq!(
+            k.0[..4],
+            [0xba, 0x78, 0x16, 0xbf],
+            "{:02x?}",
+            k.0
+        );
+        assert_ne!(TokenKey::of("abd"), k);
+        assert!(!format!("{k:?}").contains("abc"));
     }
 
     #[test]

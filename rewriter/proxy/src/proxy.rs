@@ -169,10 +169,13 @@ impl Proxy {
         };
         let up = Request::from_parts(parts, body);
         // A watch ends when the server ends it: no deadline, not even for its head.
+        // A non-watch body that stalls for the same time fails (the client sees an error, the
+        // upstream stream is released).
         let sent = if exchange.route().watch {
-            Ok(self.upstream.send(up).await)
+            Ok(self.upstream.send(up, None).await)
         } else {
-            tokio::time::timeout(self.upstream_timeout, self.upstream.send(up)).await
+            let stall = Some(self.upstream_timeout);
+            tokio::time::timeout(self.upstream_timeout, self.upstream.send(up, stall)).await
         };
         let resp = match sent {
             Ok(Ok(r)) => r,
@@ -211,7 +214,9 @@ impl Proxy {
         B::Error: Into<BoxError>,
     {
         let route = exchange.route();
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
+        // The client connection's place under the listener's cap, kept by the splice.
+        let place = parts.extensions.remove::<crate::conns::Hold>();
         let mut headers = parts.headers.clone();
         let upgrade = headers.get(header::UPGRADE).cloned();
         strip_hop_by_hop(&mut headers);
@@ -250,6 +255,7 @@ impl Proxy {
         let path = route.path.clone();
         let idle = self.stream_idle_timeout;
         tokio::spawn(async move {
+            let _place = place;
             let (client, upstream) = match tokio::try_join!(on_client, on_upstream) {
                 Ok(pair) => pair,
                 Err(e) => {

@@ -126,8 +126,12 @@ pub async fn serve<H, F>(
             let svc = {
                 let requested = Arc::clone(&requested);
                 let requests = requests.clone();
-                service_fn(move |req| {
+                let hold = guard.hold();
+                service_fn(move |mut req: Request<Incoming>| {
                     requested.store(true, Ordering::Relaxed);
+                    // An upgrade takes it into the splice: the spliced connection keeps
+                    // counting toward the cap after this task ends.
+                    req.extensions_mut().insert(hold.clone());
                     let flight = requests.begin();
                     let h = handler.clone();
                     async move {

@@ -1,8 +1,10 @@
 //! The upstream the proxy forwards to: kube-apiserver (kubeconfig or in-cluster) or the webhook
 //! server.
 //!
-//! Ordinary requests share one pooled client that speaks HTTP/2 when the server offers it
-//! (ALPN). Upgrade requests (exec, attach, port-forward, proxy) take a client that offers only
+//! Ordinary requests share pooled clients that speak HTTP/2 when the server offers it (ALPN),
+//! at most [`STREAMS_PER_CONNECTION`] requests in flight per connection ([`crate::lanes`]): at
+//! that budget another connection opens, so 1,000 watches never queue behind each other.
+//! Upgrade requests (exec, attach, port-forward, proxy) take a client that offers only
 //! HTTP/1.1, since an HTTP/2 stream cannot carry an `Upgrade`.
 
 use std::path::{Path, PathBuf};
@@ -22,6 +24,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use secrecy::ExposeSecret;
 
 use crate::config::UpstreamSource;
+pub use crate::lanes::{STREAMS_PER_CONNECTION, Stalled, UpstreamBody};
+use crate::lanes::Lanes;
 use crate::tls::{self, NoVerify};
 use kube_api_rewriter_layer::Body;
 
@@ -125,6 +129,10 @@ fn bearer(token: &str) -> Option<HeaderValue> {
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
 
+/// HTTP/2 flow-control window per upstream stream: what one stream whose client stopped reading
+/// can hold in the proxy.
+const STREAM_WINDOW: u32 = 1 << 20;
+
 /// A forwarding target.
 #[derive(Debug)]
 pub struct Upstream {
@@ -132,7 +140,7 @@ pub struct Upstream {
     scheme: http::uri::Scheme,
     authority: http::uri::Authority,
     prefix: String,
-    client: HttpsClient,
+    clients: Lanes<HttpsClient>,
     upgrade_client: HttpsClient,
     auth: Auth,
     /// The kubeconfig's impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`) as headers.
@@ -273,13 +281,20 @@ impl Upstream {
                 b.enable_http1().wrap_connector(http)
             }
         };
-        let client = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .http2_keep_alive_while_idle(true)
-            .build(connector(true));
+        let h2 = connector(true);
+        let clients = Lanes::new(STREAMS_PER_CONNECTION, move || {
+            Client::builder(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .pool_timer(TokioTimer::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .http2_keep_alive_interval(Duration::from_secs(30))
+                .http2_keep_alive_while_idle(true)
+                // A stream whose client stopped reading holds at most its own window; the
+                // connection window covers every stream's, so it never stalls the others.
+                .http2_initial_stream_window_size(STREAM_WINDOW)
+                .http2_initial_connection_window_size(STREAM_WINDOW * STREAMS_PER_CONNECTION as u32)
+                .build(h2.clone())
+        });
         let upgrade_client = Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
             .pool_max_idle_per_host(0)
@@ -288,7 +303,7 @@ impl Upstream {
             scheme,
             authority,
             prefix,
-            client,
+            clients,
             upgrade_client,
             auth,
             impersonate,
@@ -336,12 +351,22 @@ impl Upstream {
         fix_identity(headers, &self.impersonate, self.drop_client_impersonation);
     }
 
-    /// Sends an ordinary request over the pooled client.
+    /// Sends an ordinary request over a pooled connection with a free stream. With `stall`,
+    /// the response body fails when upstream sends nothing for that long while it is awaited
+    /// (not for watches: they may be quiet for minutes).
     pub async fn send(
         &self,
         req: Request<Body>,
-    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
-        self.client.request(req).await
+        stall: Option<Duration>,
+    ) -> Result<Response<UpstreamBody>, hyper_util::client::legacy::Error> {
+        let slot = self.clients.take();
+        let resp = slot.client().request(req).await?;
+        Ok(resp.map(|b| UpstreamBody::new(b, Box::new(slot), stall)))
+    }
+
+    /// Upstream connections for ordinary requests, and the requests in flight on them.
+    pub fn connections(&self) -> (usize, usize) {
+        (self.clients.len(), self.clients.streams())
     }
 
     /// Sends an upgrade request over its own HTTP/1.1 connection.
