@@ -567,9 +567,19 @@ async fn pump(
             }
             Some(Err(e)) => {
                 ctx.rewrote(false, cpu);
-                return out
-                    .abort(format!("reading the response from upstream: {e}"))
-                    .await;
+                let why = format!("reading the response from upstream: {e}");
+                if watch {
+                    // Upstream broke (kube-apiserver restarted): the whole events so far, an
+                    // ERROR event and a clean end, so the client re-lists as after any watch
+                    // error instead of reading a broken stream.
+                    tracing::warn!(error = %why, "watch ended with an ERROR event");
+                    buf.extend_from_slice(&crate::Error::Unavailable(why).watch_event());
+                    if out.send(&mut buf, true).await {
+                        out.close().await;
+                    }
+                    return;
+                }
+                return out.abort(why).await;
             }
             Some(Ok(f)) => match f.into_data() {
                 Ok(d) => d,

@@ -276,3 +276,88 @@ fn the_webhook_listener_can_be_limited_to_the_rule_paths() {
     assert_eq!(post(port, "/kubevirt-validate-delete"), "200");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// TCP keep-alive on the proxy's accepted sockets, seen by the kernel: the proxy's end of a
+/// client connection runs the keep-alive timer, the client's own end (no `SO_KEEPALIVE`) none.
+#[test]
+fn accepted_sockets_have_tcp_keepalive() {
+    let dir = temp_dir("tcpka");
+    let kc = nowhere_kubeconfig(&dir);
+    let p = ProxyProc::start(&dir, &[("KUBECONFIG", kc.as_str())]);
+    for port in [p.port, p.mon_port] {
+        let s = connect(port);
+        let mine = s.local_addr().expect("addr").port();
+        p.wait_until(Duration::from_secs(5), |_| tcp_timer(port, mine).is_some());
+        assert_eq!(tcp_timer(port, mine), Some(2), "the proxy's end (port {port}) has no keep-alive timer");
+        assert_eq!(tcp_timer(mine, port), Some(0), "the client's end has no keep-alive");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One HTTP/2 frame: (type, flags, stream, payload).
+fn read_frame(s: &mut TcpStream) -> std::io::Result<(u8, u8, u32, Vec<u8>)> {
+    let mut h = [0u8; 9];
+    s.read_exact(&mut h)?;
+    let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+    let stream = u32::from_be_bytes([h[5] & 0x7f, h[6], h[7], h[8]]);
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload)?;
+    Ok((h[3], h[4], stream, payload))
+}
+
+fn frame(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).expect("small").to_be_bytes();
+    let mut f = vec![len[1], len[2], len[3], ty, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// HTTP/2 keep-alive pings: a raw HTTP/2 client makes one request, then stays idle. The proxy
+/// pings it after the 30 s interval and, as the client never answers, closes the connection
+/// after the 20 s ping timeout (well before the 5 min idle timeout).
+#[test]
+fn idle_http2_connections_get_pings_and_are_closed_when_unanswered() {
+    const PING: u8 = 6;
+    const GOAWAY: u8 = 7;
+    let dir = temp_dir("h2ping");
+    let kc = nowhere_kubeconfig(&dir);
+    let p = ProxyProc::start(&dir, &[("KUBECONFIG", kc.as_str())]);
+    let mut s = connect(p.mon_port);
+    s.set_read_timeout(Some(Duration::from_secs(45))).expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    s.write_all(&frame(4, 0, 0, &[])).expect("settings");
+    // GET /healthz: :method GET, :scheme http (static table), :path and :authority literals.
+    let mut hpack = vec![0x82, 0x86, 0x44, 8];
+    hpack.extend_from_slice(b"/healthz");
+    hpack.extend_from_slice(&[0x41, 1, b'x']);
+    s.write_all(&frame(1, 0x5, 1, &hpack)).expect("headers");
+    let t = std::time::Instant::now();
+    let mut answered = false;
+    let pinged = loop {
+        let (ty, flags, stream, payload) = read_frame(&mut s).expect("a frame before the ping (45 s)");
+        match ty {
+            4 if flags & 1 == 0 => s.write_all(&frame(4, 1, 0, &[])).expect("settings ack"),
+            1 if stream == 1 => answered = true,
+            PING if flags & 1 == 0 => break payload,
+            _ => {}
+        }
+    };
+    let after = t.elapsed();
+    assert!(answered, "no response to the request");
+    assert_eq!(pinged.len(), 8);
+    assert!(after >= Duration::from_secs(20), "pinged after {after:?}");
+    eprintln!("first keep-alive ping after {after:?}");
+    // Unanswered: the proxy gives up on the connection (GOAWAY, then the end).
+    let t = std::time::Instant::now();
+    loop {
+        match read_frame(&mut s) {
+            Ok((GOAWAY, ..)) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    let closed = t.elapsed();
+    eprintln!("closed {closed:?} after the unanswered ping");
+    assert!(closed < Duration::from_secs(45), "{closed:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
