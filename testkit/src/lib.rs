@@ -610,13 +610,25 @@ pub fn open_sockets(pid: u32) -> usize {
 /// (`/proc/net/tcp`, column `tr`): 0 none, 1 retransmit, 2 keep-alive, 3 TIME_WAIT, 4 zero
 /// window probe. An established socket with `SO_KEEPALIVE` shows 2.
 pub fn tcp_timer(local_port: u16, remote_port: u16) -> Option<u8> {
-    let text = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    tcp_timers(Some(local_port), remote_port).into_iter().next()
+}
+
+/// The timers (see [`tcp_timer`]) of every established IPv4 socket to `remote_port`, from
+/// `local_port` if given.
+pub fn tcp_timers(local_port: Option<u16>, remote_port: u16) -> Vec<u8> {
+    let Ok(text) = std::fs::read_to_string("/proc/net/tcp") else {
+        return Vec::new();
+    };
     let port = |addr: &str| addr.split_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-    text.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let (local, remote, state, timer) = (f.get(1)?, f.get(2)?, f.get(3)?, f.get(5)?);
-        (*state == "01" && port(local)? == local_port && port(remote)? == remote_port)
-            .then(|| timer.split_once(':').and_then(|(t, _)| u8::from_str_radix(t, 16).ok()))
-            .flatten()
-    })
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, remote, state, timer) = (f.get(1)?, f.get(2)?, f.get(3)?, f.get(5)?);
+            let from = local_port.is_none_or(|p| port(local) == Some(p));
+            (*state == "01" && from && port(remote)? == remote_port)
+                .then(|| timer.split_once(':').and_then(|(t, _)| u8::from_str_radix(t, 16).ok()))
+                .flatten()
+        })
+        .collect()
 }

@@ -68,6 +68,8 @@ struct Double {
     list_done: AtomicBool,
     watch_closed: AtomicBool,
     stalled: AtomicUsize,
+    /// The proxy let go of a body that stalled mid-way.
+    stall_released: AtomicUsize,
 }
 
 /// Streams `n` items from a task: `cut` ends with an error after half.
@@ -168,6 +170,19 @@ async fn serve(d: Arc<Double>, mut req: Request<Incoming>) -> Result<Response<DB
             Ok(r)
         }
         "cut" => Ok(json(list_body(1000, true, None))),
+        // The head and part of the body, then nothing: the proxy must give up and let go.
+        "stallbody" => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(2);
+            let d2 = Arc::clone(&d);
+            tokio::spawn(async move {
+                let mut part = head(true);
+                part.push_str(&item(1, true));
+                let _ = tx.send(Ok(Frame::data(Bytes::from(part)))).await;
+                tx.closed().await;
+                d2.stall_released.fetch_add(1, Ordering::SeqCst);
+            });
+            Ok(json(BodyExt::boxed(RxBody(rx))))
+        }
         // Claims JSON, sends garbage.
         "invalid" => Ok(json(full(
             r#"{"kind":"InternalVirtualizationVirtualMachine","metadata":"#,
@@ -291,6 +306,54 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Opens an exec upgrade through the proxy on `port`; returns the spliced connection.
+fn splice(port: u16) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    write!(
+        s,
+        "GET /api/v1/namespaces/default/pods/p/exec?command=sh&stdin=true HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .expect("write");
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).expect("response head");
+        head.push(b[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    s
+}
+
+/// Spliced (upgraded) connections keep their place under MAX_CONNECTIONS: with two splices
+/// open on a listener capped at two, a new connection is closed at once; when a splice ends,
+/// a new one is served.
+fn spliced_count(dir: &std::path::Path, upstream: u16) {
+    let kc = double_kubeconfig(dir, upstream);
+    let p = ProxyProc::start(
+        dir,
+        &[("KUBECONFIG", kc.to_str().expect("utf-8")), ("MAX_CONNECTIONS", "2")],
+    );
+    let a = splice(p.port);
+    let mut b = splice(p.port);
+    b.write_all(b"ping").expect("send");
+    let mut echo = [0u8; 4];
+    b.read_exact(&mut echo).expect("the splice works");
+    let refused = |what: &str| {
+        let mut c = TcpStream::connect(("127.0.0.1", p.port)).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        let _ = write!(c, "GET /api HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut buf = Vec::new();
+        let r = c.read_to_end(&mut buf);
+        let closed = buf.is_empty() && (r.is_ok() || r.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset));
+        eprintln!("{what}: {:?} {:?}", r.map(|_| ()), String::from_utf8_lossy(&buf));
+        closed
+    };
+    assert!(refused("at the cap"), "a third connection was served while two splices held the cap");
+    drop(a);
+    p.wait_until(Duration::from_secs(5), |_| !refused("after a splice ended"));
+}
+
 #[test]
 fn with_upstream_double() {
     let dir = temp_dir("double");
@@ -403,6 +466,43 @@ fn with_upstream_double() {
         p.wait_until(Duration::from_secs(3), |_| d.watch_closed.load(Ordering::SeqCst));
     };
 
+    // A body that stalls mid-way (rewritten LIST and pass-through alike): the client gets an
+    // error soon after UPSTREAM_RESPONSE_TIMEOUT (1 s here), and the proxy lets go of the
+    // upstream stream.
+    let stalled_mid_body = || {
+        for (n, path) in [vm_path("stallbody"), "/api/v1/namespaces/stallbody/configmaps".to_owned()]
+            .iter()
+            .enumerate()
+        {
+            let t = Instant::now();
+            let o = curl(&["-sS", "-o", "/dev/null", "--max-time", "30", &p.url(path)]);
+            let took = t.elapsed();
+            let code = o.status.code();
+            assert!(
+                matches!(code, Some(18) | Some(56) | Some(92)),
+                "{path}: curl exit {code:?} after {took:?}: a stalled body must end in an error"
+            );
+            assert!(took < Duration::from_secs(10), "{path}: {took:?}");
+            p.wait_until(Duration::from_secs(5), |_| d.stall_released.load(Ordering::SeqCst) > n);
+            eprintln!("{path}: error after {took:?}, upstream stream released");
+        }
+    };
+
+    // TCP keep-alive on the proxy's upstream sockets: while a watch holds one open, the
+    // kernel runs its keep-alive timer (the double's own accepted end has none).
+    let upstream_keepalive = || {
+        let mut c = Command::new("curl")
+            .args(["-sS", "-N", "--max-time", "5", &p.url(&format!("{}?watch=1", vm_path("watch")))])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("curl");
+        p.wait_until(Duration::from_secs(4), |_| !tcp_timers(None, port).is_empty());
+        let timers = tcp_timers(None, port);
+        let _ = c.kill();
+        let _ = c.wait();
+        assert!(timers.contains(&2), "no upstream socket with a keep-alive timer: {timers:?}");
+    };
+
     // Go bug 10: the invalid-JSON counter was never incremented. Ours counts it, and the
     // client gets the upstream bytes as they came (Go in-tree sent an empty body).
     let invalid_json = || {
@@ -491,6 +591,9 @@ fn with_upstream_double() {
         ("upgrade_splice", &upgrade),
         ("cut_mid_body", &cut_mid_body),
         ("stalled", &stalled),
+        ("stalled_mid_body", &stalled_mid_body),
+        ("upstream_tcp_keepalive", &upstream_keepalive),
+        ("spliced_connections_count_toward_the_cap", &|| spliced_count(&dir, port)),
     ]);
     let _ = std::fs::remove_dir_all(&dir);
 }
