@@ -44,7 +44,12 @@ pub async fn open(
 }
 
 /// One request, the whole body read: (status, body).
-pub async fn call(port: u16, method: &str, path: &str, body: Option<(&str, Vec<u8>)>) -> anyhow::Result<(u16, Bytes)> {
+pub async fn call(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<(&str, Vec<u8>)>,
+) -> anyhow::Result<(u16, Bytes)> {
     let resp = open(port, method, path, body).await?;
     let status = resp.status().as_u16();
     let b = resp.into_body().collect().await?.to_bytes();
@@ -52,7 +57,12 @@ pub async fn call(port: u16, method: &str, path: &str, body: Option<(&str, Vec<u
 }
 
 /// [`call`] that must answer 2xx; returns the JSON body.
-pub async fn json(port: u16, method: &str, path: &str, body: Option<(&str, Vec<u8>)>) -> anyhow::Result<serde_json::Value> {
+pub async fn json(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<(&str, Vec<u8>)>,
+) -> anyhow::Result<serde_json::Value> {
     let (status, b) = call(port, method, path, body).await?;
     anyhow::ensure!(
         (200..300).contains(&status),
@@ -161,7 +171,10 @@ pub async fn watch(
                                 ));
                             }
                             Some(ev) => events.push(ev),
-                            None => anyhow::bail!("not an event: {}", String::from_utf8_lossy(&line[..i.min(300)])),
+                            None => anyhow::bail!(
+                                "not an event: {}",
+                                String::from_utf8_lossy(&line[..i.min(300)])
+                            ),
                         }
                         count.fetch_add(1, Ordering::SeqCst);
                     }

@@ -27,7 +27,9 @@ fn main() -> ExitCode {
                 None => return ExitCode::from(2),
             },
             _ => {
-                eprintln!("kar-load: unknown argument {a:?}; usage: kar-load [--short] [--watches N] [--flood N]");
+                eprintln!(
+                    "kar-load: unknown argument {a:?}; usage: kar-load [--short] [--watches N] [--flood N]"
+                );
                 return ExitCode::from(2);
             }
         }

@@ -236,9 +236,10 @@ async fn latency(port: u16, path: &str, n: usize) -> anyhow::Result<(Duration, D
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        let (status, _) = tokio::time::timeout(Duration::from_secs(60), client::call(port, "GET", path, None))
-            .await
-            .context("no answer within 60 s")??;
+        let (status, _) =
+            tokio::time::timeout(Duration::from_secs(60), client::call(port, "GET", path, None))
+                .await
+                .context("no answer within 60 s")??;
         v.push(t.elapsed());
         ensure!(status == 200, "GET {path}: {status}");
     }
@@ -353,13 +354,27 @@ async fn phases(
     // ---- 1. watches
     let (rv0, _) = list_rv(port, &format!("{VMS}/{NS}/virtualmachines")).await?;
     let q = |rv: &str| format!("?watch=1&resourceVersion={rv}&timeoutSeconds=1800");
-    let direct = Direct::start(cp, &format!("{RENAMED}/{NS}/internalvirtualizationvirtualmachines{}", q(&rv0)));
+    let direct = Direct::start(
+        cp,
+        &format!("{RENAMED}/{NS}/internalvirtualizationvirtualmachines{}", q(&rv0)),
+    );
     let before = procstat::of(pid);
     let t = Instant::now();
     let w = Watches::open(port, s.watches, &format!("{VMS}/{NS}/virtualmachines{}", q(&rv0)));
-    let all_open = client::until(Duration::from_secs(120), || w.started.load(Ordering::SeqCst) == s.watches).await;
-    ensure!(all_open, "only {} of {} watches got their head", w.started.load(Ordering::SeqCst), s.watches);
-    fig.put("watches open through the proxy", format!("{} (in {:.1} s)", s.watches, t.elapsed().as_secs_f64()));
+    let all_open = client::until(Duration::from_secs(120), || {
+        w.started.load(Ordering::SeqCst) == s.watches
+    })
+    .await;
+    ensure!(
+        all_open,
+        "only {} of {} watches got their head",
+        w.started.load(Ordering::SeqCst),
+        s.watches
+    );
+    fig.put(
+        "watches open through the proxy",
+        format!("{} (in {:.1} s)", s.watches, t.elapsed().as_secs_f64()),
+    );
     let t = Instant::now();
     change_all(port, s.objects, 0, true).await?;
     for step in 1..=s.changes {
@@ -382,12 +397,34 @@ async fn phases(
     // Nothing more may come.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = procstat::of(pid);
-    fig.put("writes (create + changes)", format!("{expected} in {:.1} s", writes.as_secs_f64()));
-    fig.put("all events delivered to every watch after", format!("{:.1} s", delivery.as_secs_f64()));
-    fig.put("proxy RSS before watches / with watches", format!("{} KiB / {} KiB", before.rss_kib, after.rss_kib));
+    fig.put(
+        "writes (create + changes)",
+        format!("{expected} in {:.1} s", writes.as_secs_f64()),
+    );
+    fig.put(
+        "all events delivered to every watch after",
+        format!("{:.1} s", delivery.as_secs_f64()),
+    );
+    fig.put(
+        "proxy RSS before watches / with watches",
+        format!("{} KiB / {} KiB", before.rss_kib, after.rss_kib),
+    );
     fig.put("proxy peak RSS (VmHWM)", format!("{} KiB", after.hwm_kib));
-    fig.put("proxy CPU seconds for the watch phase", format!("{:.2}", after.cpu_s - before.cpu_s));
-    fig.put("proxy open sockets with the watches", kube_api_rewriter_testkit::open_sockets(pid));
+    fig.put(
+        "proxy CPU seconds for the watch phase",
+        format!("{:.2}", after.cpu_s - before.cpu_s),
+    );
+    fig.put(
+        "proxy open sockets with the watches",
+        kube_api_rewriter_testkit::open_sockets(pid),
+    );
+    let api_port: u16 = cp.get("APISERVER_PORT").parse()?;
+    // Established sockets to kube-apiserver: the proxy's, plus one of the direct kubectl watch.
+    let upstream = kube_api_rewriter_testkit::tcp_timers(None, api_port).len();
+    fig.put(
+        "upstream connections to kube-apiserver (proxy + 1 kubectl)",
+        format!("{upstream} for {} watches (at most 100 streams each)", s.watches),
+    );
 
     // ---- 2. restart
     let o = cp.script_env("stop-apiserver", &[("KAR_STOP_TIMEOUT", "0")]);
@@ -396,16 +433,32 @@ async fn phases(
     let seen = tokio::time::timeout(Duration::from_secs(120), w.finish(false))
         .await
         .context("watches did not end within 120 s of kube-apiserver's death")??;
-    fig.put("watch ends after kube-apiserver was killed", format!("{:.1} s", t.elapsed().as_secs_f64()));
+    fig.put(
+        "watch ends after kube-apiserver was killed",
+        format!("{:.1} s", t.elapsed().as_secs_f64()),
+    );
     let direct_events = direct.events();
     drop(direct);
-    ensure!(direct_events.len() == expected, "direct watch saw {} of {expected}", direct_events.len());
+    ensure!(
+        direct_events.len() == expected,
+        "direct watch saw {} of {expected}",
+        direct_events.len()
+    );
     let compared = compare(&seen, &direct_events, "watch phase")?;
-    fig.put("events compared (proxy watches x events)", format!("{compared} ({} x {expected}), all equal to the direct watch", s.watches));
+    fig.put(
+        "events compared (proxy watches x events)",
+        format!(
+            "{compared} ({} x {expected}), all equal to the direct watch",
+            s.watches
+        ),
+    );
     let mut ends = std::collections::BTreeMap::<String, usize>::new();
     for x in &seen {
         let k = match &x.end {
-            End::Clean if !x.errors.is_empty() => format!("ERROR event ({}), then a clean end", x.errors.join("; ").split(':').next().unwrap_or("")),
+            End::Clean if !x.errors.is_empty() => format!(
+                "ERROR event ({}), then a clean end",
+                x.errors.join("; ").split(':').next().unwrap_or("")
+            ),
             End::Clean => "clean end".to_owned(),
             End::BrokenAtBoundary(_) => "broken between events".to_owned(),
             End::Truncated(why) => bail!("a watch ended inside an event: {why}"),
@@ -413,7 +466,10 @@ async fn phases(
         };
         *ends.entry(k).or_default() += 1;
     }
-    fig.put("watch endings at kube-apiserver death", format!("{ends:?}; truncated events: 0"));
+    fig.put(
+        "watch endings at kube-apiserver death",
+        format!("{ends:?}; truncated events: 0"),
+    );
     let unready = client::until(Duration::from_secs(30), || p.readyz() == "503").await;
     ensure!(unready, "/readyz stayed {} with kube-apiserver down", p.readyz());
     let t = Instant::now();
@@ -422,7 +478,10 @@ async fn phases(
     let ready = client::until(Duration::from_secs(60), || p.readyz() == "200").await;
     ensure!(ready, "/readyz not back");
     ensure!(p.child.try_wait()?.is_none(), "the proxy exited");
-    fig.put("proxy /readyz: 503 while down, 200 again after restart in", format!("{:.1} s (same process {pid})", t.elapsed().as_secs_f64()));
+    fig.put(
+        "proxy /readyz: 503 while down, 200 again after restart in",
+        format!("{:.1} s (same process {pid})", t.elapsed().as_secs_f64()),
+    );
     // Re-list and resume, as client-go does.
     let last: Vec<(String, String)> = {
         let mut m = std::collections::BTreeMap::new();
@@ -444,10 +503,21 @@ async fn phases(
     }
     ensure!(rvs.len() == 1, "re-lists at different resourceVersions: {rvs:?}");
     let rv1 = rvs.into_iter().next().unwrap_or_default();
-    let direct = Direct::start(cp, &format!("{RENAMED}/{NS}/internalvirtualizationvirtualmachines{}", q(&rv1)));
+    let direct = Direct::start(
+        cp,
+        &format!("{RENAMED}/{NS}/internalvirtualizationvirtualmachines{}", q(&rv1)),
+    );
     let w = Watches::open(port, s.watches, &format!("{VMS}/{NS}/virtualmachines{}", q(&rv1)));
-    let all_open = client::until(Duration::from_secs(120), || w.started.load(Ordering::SeqCst) == s.watches).await;
-    ensure!(all_open, "resumed watches: {} of {} opened", w.started.load(Ordering::SeqCst), s.watches);
+    let all_open = client::until(Duration::from_secs(120), || {
+        w.started.load(Ordering::SeqCst) == s.watches
+    })
+    .await;
+    ensure!(
+        all_open,
+        "resumed watches: {} of {} opened",
+        w.started.load(Ordering::SeqCst),
+        s.watches
+    );
     change_all(port, s.objects, s.changes + 1, false).await?;
 
     // ---- 3. slow clients
@@ -470,12 +540,18 @@ async fn phases(
     tokio::time::sleep(Duration::from_secs(1)).await;
     let base = procstat::of(pid);
     let mut stalled_list = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    write!(stalled_list, "GET {big_path} HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n")?;
+    write!(
+        stalled_list,
+        "GET {big_path} HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n"
+    )?;
     let mut first = vec![0u8; 64 << 10];
     stalled_list.read_exact(&mut first)?;
     let (brv, _) = list_rv(port, &format!("{big_path}?limit=1")).await?;
     let mut stalled_watch = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    write!(stalled_watch, "GET {big_path}?watch=1&resourceVersion={brv} HTTP/1.1\r\nHost: x\r\n\r\n")?;
+    write!(
+        stalled_watch,
+        "GET {big_path}?watch=1&resourceVersion={brv} HTTP/1.1\r\nHost: x\r\n\r\n"
+    )?;
     // Busy: every big object changes twice while neither client reads.
     for step in 0..2 {
         for i in 0..s.big_objects {
@@ -492,7 +568,10 @@ async fn phases(
     tokio::time::sleep(Duration::from_secs(2)).await;
     let stalled = procstat::of(pid);
     let growth = stalled.rss_kib.saturating_sub(base.rss_kib);
-    fig.put("large LIST", format!("{big_len} bytes ({} objects)", s.big_objects));
+    fig.put(
+        "large LIST",
+        format!("{big_len} bytes ({} objects)", s.big_objects),
+    );
     fig.put(
         "proxy RSS with a stalled LIST reader and a stalled busy watch",
         format!("{} KiB -> {} KiB (+{growth} KiB)", base.rss_kib, stalled.rss_kib),
@@ -507,7 +586,12 @@ async fn phases(
         w.count.load(Ordering::SeqCst) >= expected2 * s.watches && direct.len() >= expected2
     })
     .await;
-    ensure!(delivered, "resumed watches: {} of {} events", w.count.load(Ordering::SeqCst), expected2 * s.watches);
+    ensure!(
+        delivered,
+        "resumed watches: {} of {} events",
+        w.count.load(Ordering::SeqCst),
+        expected2 * s.watches
+    );
     // The stalled LIST is whole once read.
     let mut rest = Vec::new();
     stalled_list.set_read_timeout(Some(Duration::from_secs(60)))?;
@@ -519,7 +603,10 @@ async fn phases(
             break;
         }
     }
-    ensure!(rest.ends_with(b"\r\n0\r\n\r\n"), "the stalled LIST did not end with its last chunk");
+    ensure!(
+        rest.ends_with(b"\r\n0\r\n\r\n"),
+        "the stalled LIST did not end with its last chunk"
+    );
     drop(stalled_list);
     drop(stalled_watch);
 
@@ -543,14 +630,33 @@ async fn phases(
             Err(e) => bail!("flood connection {i}: {e}"),
         }
     }
-    fig.put("flood connections opened", format!("{} in {:.1} s (half to each port, half of them half-open)", s.flood, t.elapsed().as_secs_f64()));
+    fig.put(
+        "flood connections opened",
+        format!(
+            "{} in {:.1} s (half to each port, half of them half-open)",
+            s.flood,
+            t.elapsed().as_secs_f64()
+        ),
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let held = kube_api_rewriter_testkit::open_sockets(pid).saturating_sub(sockets0);
     let (med1, max1) = latency(port, &one, s.samples).await?;
-    fig.put("flood connections held by the proxy", format!("{held} (the rest closed at the listeners' caps)"));
-    fig.put("GET latency without flood (median / max)", format!("{} / {}", ms(med0), ms(max0)));
-    fig.put("GET latency with flood (median / max)", format!("{} / {}", ms(med1), ms(max1)));
-    fig.put("GET median latency ratio (flood / none)", format!("{:.2}", med1.as_secs_f64() / med0.as_secs_f64()));
+    fig.put(
+        "flood connections held by the proxy",
+        format!("{held} (the rest closed at the listeners' caps)"),
+    );
+    fig.put(
+        "GET latency without flood (median / max)",
+        format!("{} / {}", ms(med0), ms(max0)),
+    );
+    fig.put(
+        "GET latency with flood (median / max)",
+        format!("{} / {}", ms(med1), ms(max1)),
+    );
+    fig.put(
+        "GET median latency ratio (flood / none)",
+        format!("{:.2}", med1.as_secs_f64() / med0.as_secs_f64()),
+    );
     drop(flood);
 
     // ---- 5. SIGTERM
@@ -588,8 +694,15 @@ async fn phases(
         }
     }
     let direct_events = direct.events();
-    let compared2 = compare(&seen, &direct_events[..expected2.min(direct_events.len())], "resumed watches")?;
-    fig.put("events compared after resume", format!("{compared2} ({} x {expected2})", s.watches));
+    let compared2 = compare(
+        &seen,
+        &direct_events[..expected2.min(direct_events.len())],
+        "resumed watches",
+    )?;
+    fig.put(
+        "events compared after resume",
+        format!("{compared2} ({} x {expected2})", s.watches),
+    );
     fig.put(
         "SIGTERM",
         format!(

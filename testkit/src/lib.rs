@@ -619,7 +619,10 @@ pub fn tcp_timers(local_port: Option<u16>, remote_port: u16) -> Vec<u8> {
     let Ok(text) = std::fs::read_to_string("/proc/net/tcp") else {
         return Vec::new();
     };
-    let port = |addr: &str| addr.split_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+    let port = |addr: &str| {
+        addr.split_once(':')
+            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+    };
     text.lines()
         .skip(1)
         .filter_map(|l| {
@@ -627,7 +630,11 @@ pub fn tcp_timers(local_port: Option<u16>, remote_port: u16) -> Vec<u8> {
             let (local, remote, state, timer) = (f.get(1)?, f.get(2)?, f.get(3)?, f.get(5)?);
             let from = local_port.is_none_or(|p| port(local) == Some(p));
             (*state == "01" && from && port(remote)? == remote_port)
-                .then(|| timer.split_once(':').and_then(|(t, _)| u8::from_str_radix(t, 16).ok()))
+                .then(|| {
+                    timer
+                        .split_once(':')
+                        .and_then(|(t, _)| u8::from_str_radix(t, 16).ok())
+                })
                 .flatten()
         })
         .collect()

@@ -357,7 +357,7 @@ impl H1 {
         Ok(H1 { addr, tx })
     }
 
-    async fn get(&mut self, path: &str, headers: &[(&str, &str)]) -> Result<Response<Incoming>> {
+    async fn get(&mut self, path: &str, headers: &[(&str, &str)]) -> Result<Response<pbody::Body>> {
         if self.tx.ready().await.is_err() {
             *self = H1::connect(self.addr).await?;
         }
@@ -365,7 +365,7 @@ impl H1 {
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
-        Ok(self.tx.send_request(b.body(Empty::new())?).await?)
+        Ok(self.tx.send_request(b.body(Empty::new())?).await?.map(pbody::boxed))
     }
 }
 
@@ -376,7 +376,7 @@ async fn direct(
     path: &str,
     ct: Option<&str>,
     body: Bytes,
-) -> Result<Response<Incoming>> {
+) -> Result<Response<pbody::Body>> {
     let mut b = Request::builder()
         .method(method)
         .uri(up.uri(path)?)
@@ -390,7 +390,7 @@ async fn direct(
         pbody::full(body)
     })?;
     up.authorize(req.headers_mut());
-    Ok(up.send(req).await?)
+    Ok(up.send(req, None).await?.map(pbody::boxed))
 }
 
 /// What reading a whole body took.
@@ -401,7 +401,7 @@ struct Read {
 }
 
 /// Reads a body to the end, counting bytes; `check` sees every frame.
-async fn drain(resp: Response<Incoming>, t0: Instant, mut check: impl FnMut(&[u8])) -> Result<Read> {
+async fn drain(resp: Response<pbody::Body>, t0: Instant, mut check: impl FnMut(&[u8])) -> Result<Read> {
     let status = resp.status();
     let mut body = resp.into_body();
     let mut bytes = 0u64;
@@ -706,7 +706,7 @@ enum WatchTarget {
 }
 
 impl WatchTarget {
-    async fn open(&self, rv: &str) -> Result<Response<Incoming>> {
+    async fn open(&self, rv: &str) -> Result<Response<pbody::Body>> {
         let r = match self {
             WatchTarget::Proxy(addr, p) => {
                 H1::connect(*addr)
@@ -724,7 +724,7 @@ impl WatchTarget {
 }
 
 /// Counts events, watching again from the last resourceVersion seen when the watch ends.
-async fn watch_loop(target: WatchTarget, first: Response<Incoming>, c: Arc<Counter>, check: bool) {
+async fn watch_loop(target: WatchTarget, first: Response<pbody::Body>, c: Arc<Counter>, check: bool) {
     let mut resp = first;
     loop {
         let last = count_events(resp, Arc::clone(&c), check).await;
@@ -745,7 +745,7 @@ async fn watch_loop(target: WatchTarget, first: Response<Incoming>, c: Arc<Count
 }
 
 /// Counts newline-terminated events; returns the last whole event.
-async fn count_events(resp: Response<Incoming>, c: Arc<Counter>, check: bool) -> Vec<u8> {
+async fn count_events(resp: Response<pbody::Body>, c: Arc<Counter>, check: bool) -> Vec<u8> {
     let mut body = resp.into_body();
     let mut line = Vec::new();
     let mut last = Vec::new();

@@ -96,8 +96,7 @@ impl<C> Lanes<C> {
         for l in lanes.iter() {
             let n = l.streams.load(Ordering::Acquire);
             if n < self.per
-                && l
-                    .streams
+                && l.streams
                     .compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
@@ -110,7 +109,10 @@ impl<C> Lanes<C> {
         });
         lanes.push(Arc::clone(&lane));
         if lanes.len() > 1 {
-            tracing::debug!(lanes = lanes.len(), "every upstream connection is at its stream budget; opening another");
+            tracing::debug!(
+                lanes = lanes.len(),
+                "every upstream connection is at its stream budget; opening another"
+            );
         }
         Slot(lane)
     }
@@ -140,7 +142,9 @@ pub struct UpstreamBody {
 
 impl std::fmt::Debug for UpstreamBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UpstreamBody").field("stall", &self.stall).finish()
+        f.debug_struct("UpstreamBody")
+            .field("stall", &self.stall)
+            .finish()
     }
 }
 

@@ -202,10 +202,13 @@ impl MonitoringAuth {
         *req.method_mut() = Method::POST;
         *req.uri_mut() = uri;
         *req.headers_mut() = headers;
-        let resp = tokio::time::timeout(Duration::from_secs(10), self.upstream.send(req, Some(Duration::from_secs(10))))
-            .await
-            .map_err(|_| format!("{path}: no answer within 10s"))?
-            .map_err(|e| format!("{path}: {e}"))?;
+        let resp = tokio::time::timeout(
+            Duration::from_secs(10),
+            self.upstream.send(req, Some(Duration::from_secs(10))),
+        )
+        .await
+        .map_err(|_| format!("{path}: no answer within 10s"))?
+        .map_err(|e| format!("{path}: {e}"))?;
         let status = resp.status();
         let b = Limited::new(resp.into_body(), MAX_ANSWER)
             .collect()
@@ -262,12 +265,7 @@ mod tests {
     fn cache_keys_are_digests_not_tokens() {
         let k = TokenKey::of("abc");
         // SHA-256("abc"), FIPS 180-2 appendix B.1.
-        assert_eq!(
-            k.0[..4],
-            [0xba, 0x78, 0x16, 0xbf],
-            "{:02x?}",
-            k.0
-        );
+        assert_eq!(k.0[..4], [0xba, 0x78, 0x16, 0xbf], "{:02x?}", k.0);
         assert_ne!(TokenKey::of("abd"), k);
         assert!(!format!("{k:?}").contains("abc"));
     }

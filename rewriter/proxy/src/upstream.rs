@@ -24,8 +24,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use secrecy::ExposeSecret;
 
 use crate::config::UpstreamSource;
-pub use crate::lanes::{STREAMS_PER_CONNECTION, Stalled, UpstreamBody};
 use crate::lanes::Lanes;
+pub use crate::lanes::{STREAMS_PER_CONNECTION, Stalled, UpstreamBody};
 use crate::tls::{self, NoVerify};
 use kube_api_rewriter_layer::Body;
 

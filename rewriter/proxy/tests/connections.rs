@@ -288,8 +288,16 @@ fn accepted_sockets_have_tcp_keepalive() {
         let s = connect(port);
         let mine = s.local_addr().expect("addr").port();
         p.wait_until(Duration::from_secs(5), |_| tcp_timer(port, mine).is_some());
-        assert_eq!(tcp_timer(port, mine), Some(2), "the proxy's end (port {port}) has no keep-alive timer");
-        assert_eq!(tcp_timer(mine, port), Some(0), "the client's end has no keep-alive");
+        assert_eq!(
+            tcp_timer(port, mine),
+            Some(2),
+            "the proxy's end (port {port}) has no keep-alive timer"
+        );
+        assert_eq!(
+            tcp_timer(mine, port),
+            Some(0),
+            "the client's end has no keep-alive"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -324,7 +332,8 @@ fn idle_http2_connections_get_pings_and_are_closed_when_unanswered() {
     let kc = nowhere_kubeconfig(&dir);
     let p = ProxyProc::start(&dir, &[("KUBECONFIG", kc.as_str())]);
     let mut s = connect(p.mon_port);
-    s.set_read_timeout(Some(Duration::from_secs(45))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(45)))
+        .expect("timeout");
     s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
     s.write_all(&frame(4, 0, 0, &[])).expect("settings");
     // GET /healthz: :method GET, :scheme http (static table), :path and :authority literals.

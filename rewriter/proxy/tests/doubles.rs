@@ -321,7 +321,11 @@ fn splice(port: u16) -> TcpStream {
         s.read_exact(&mut b).expect("response head");
         head.push(b[0]);
     }
-    assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
     s
 }
 
@@ -332,7 +336,10 @@ fn spliced_count(dir: &std::path::Path, upstream: u16) {
     let kc = double_kubeconfig(dir, upstream);
     let p = ProxyProc::start(
         dir,
-        &[("KUBECONFIG", kc.to_str().expect("utf-8")), ("MAX_CONNECTIONS", "2")],
+        &[
+            ("KUBECONFIG", kc.to_str().expect("utf-8")),
+            ("MAX_CONNECTIONS", "2"),
+        ],
     );
     let a = splice(p.port);
     let mut b = splice(p.port);
@@ -345,11 +352,17 @@ fn spliced_count(dir: &std::path::Path, upstream: u16) {
         let _ = write!(c, "GET /api HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         let mut buf = Vec::new();
         let r = c.read_to_end(&mut buf);
-        let closed = buf.is_empty() && (r.is_ok() || r.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset));
+        let closed = buf.is_empty()
+            && (r.is_ok()
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset));
         eprintln!("{what}: {:?} {:?}", r.map(|_| ()), String::from_utf8_lossy(&buf));
         closed
     };
-    assert!(refused("at the cap"), "a third connection was served while two splices held the cap");
+    assert!(
+        refused("at the cap"),
+        "a third connection was served while two splices held the cap"
+    );
     drop(a);
     p.wait_until(Duration::from_secs(5), |_| !refused("after a splice ended"));
 }
@@ -470,9 +483,12 @@ fn with_upstream_double() {
     // error soon after UPSTREAM_RESPONSE_TIMEOUT (1 s here), and the proxy lets go of the
     // upstream stream.
     let stalled_mid_body = || {
-        for (n, path) in [vm_path("stallbody"), "/api/v1/namespaces/stallbody/configmaps".to_owned()]
-            .iter()
-            .enumerate()
+        for (n, path) in [
+            vm_path("stallbody"),
+            "/api/v1/namespaces/stallbody/configmaps".to_owned(),
+        ]
+        .iter()
+        .enumerate()
         {
             let t = Instant::now();
             let o = curl(&["-sS", "-o", "/dev/null", "--max-time", "30", &p.url(path)]);
@@ -483,7 +499,9 @@ fn with_upstream_double() {
                 "{path}: curl exit {code:?} after {took:?}: a stalled body must end in an error"
             );
             assert!(took < Duration::from_secs(10), "{path}: {took:?}");
-            p.wait_until(Duration::from_secs(5), |_| d.stall_released.load(Ordering::SeqCst) > n);
+            p.wait_until(Duration::from_secs(5), |_| {
+                d.stall_released.load(Ordering::SeqCst) > n
+            });
             eprintln!("{path}: error after {took:?}, upstream stream released");
         }
     };
@@ -492,7 +510,13 @@ fn with_upstream_double() {
     // kernel runs its keep-alive timer (the double's own accepted end has none).
     let upstream_keepalive = || {
         let mut c = Command::new("curl")
-            .args(["-sS", "-N", "--max-time", "5", &p.url(&format!("{}?watch=1", vm_path("watch")))])
+            .args([
+                "-sS",
+                "-N",
+                "--max-time",
+                "5",
+                &p.url(&format!("{}?watch=1", vm_path("watch"))),
+            ])
             .stdout(Stdio::null())
             .spawn()
             .expect("curl");
@@ -500,7 +524,10 @@ fn with_upstream_double() {
         let timers = tcp_timers(None, port);
         let _ = c.kill();
         let _ = c.wait();
-        assert!(timers.contains(&2), "no upstream socket with a keep-alive timer: {timers:?}");
+        assert!(
+            timers.contains(&2),
+            "no upstream socket with a keep-alive timer: {timers:?}"
+        );
     };
 
     // Go bug 10: the invalid-JSON counter was never incremented. Ours counts it, and the
@@ -593,7 +620,9 @@ fn with_upstream_double() {
         ("stalled", &stalled),
         ("stalled_mid_body", &stalled_mid_body),
         ("upstream_tcp_keepalive", &upstream_keepalive),
-        ("spliced_connections_count_toward_the_cap", &|| spliced_count(&dir, port)),
+        ("spliced_connections_count_toward_the_cap", &|| {
+            spliced_count(&dir, port)
+        }),
     ]);
     let _ = std::fs::remove_dir_all(&dir);
 }
