@@ -24,7 +24,8 @@ use crate::error::{Error, Result};
 /// assert_eq!(yaml, "kind: ConfigMap\napiVersion: v1\ndata:\n  a: \"yes\"\n  b: \"1.0\"\n  n: 1\n");
 /// ```
 pub fn json_to_yaml(json: &[u8]) -> Result<String> {
-    let v: Value = serde_json::from_slice(json).map_err(|e| Error::Yaml(format!("converting JSON to YAML: {e}")))?;
+    let v: Value =
+        serde_json::from_slice(json).map_err(|e| Error::Yaml(format!("converting JSON to YAML: {e}")))?;
     serde_saphyr::to_string(&v).map_err(|e| Error::Yaml(format!("converting JSON to YAML: {e}")))
 }
 
@@ -48,18 +49,74 @@ mod tests {
 
     #[test]
     fn keys_keep_their_order() {
-        let yaml = json_to_yaml(br#"{"kind":"X","apiVersion":"v1","metadata":{"name":"a"},"b":[],"a":{}}"#).unwrap();
-        assert_eq!(yaml, "kind: X\napiVersion: v1\nmetadata:\n  name: a\nb: []\na: {}\n");
+        let yaml =
+            json_to_yaml(br#"{"kind":"X","apiVersion":"v1","metadata":{"name":"a"},"b":[],"a":{}}"#).unwrap();
+        assert_eq!(
+            yaml,
+            "kind: X\napiVersion: v1\nmetadata:\n  name: a\nb: []\na: {}\n"
+        );
     }
 
     #[test]
     fn ambiguous_strings_and_numbers_round_trip() {
         for s in [
-            "yes", "no", "on", "off", "y", "n", "true", "null", "~", "", " ", "1", "1.0", "-1", "0x1F", "0o17",
-            "0777", "1e3", ".inf", "-.nan", "1:20", "2026-12-01", "2026-12-01T00:51:14Z", "- x", "? x", ": x",
-            "#c", "a #c", "a: b", "&a", "*a", "!t", "|", ">", "%x", "@x", "`x", "'q'", "\"q\"", "  lead", "trail  ",
-            "multi\nline\n", "multi\nline", "\n", "\n\n", "a\n\n", " \nx", "tab\tx", "cr\rx", "\u{0}\u{7}\u{1b}",
-            "\u{85}\u{2028}\u{feff}", "é😀", "{a}", "[a]", "a,b", "=", "<<",
+            "yes",
+            "no",
+            "on",
+            "off",
+            "y",
+            "n",
+            "true",
+            "null",
+            "~",
+            "",
+            " ",
+            "1",
+            "1.0",
+            "-1",
+            "0x1F",
+            "0o17",
+            "0777",
+            "1e3",
+            ".inf",
+            "-.nan",
+            "1:20",
+            "2026-12-01",
+            "2026-12-01T00:51:14Z",
+            "- x",
+            "? x",
+            ": x",
+            "#c",
+            "a #c",
+            "a: b",
+            "&a",
+            "*a",
+            "!t",
+            "|",
+            ">",
+            "%x",
+            "@x",
+            "`x",
+            "'q'",
+            "\"q\"",
+            "  lead",
+            "trail  ",
+            "multi\nline\n",
+            "multi\nline",
+            "\n",
+            "\n\n",
+            "a\n\n",
+            " \nx",
+            "tab\tx",
+            "cr\rx",
+            "\u{0}\u{7}\u{1b}",
+            "\u{85}\u{2028}\u{feff}",
+            "é😀",
+            "{a}",
+            "[a]",
+            "a,b",
+            "=",
+            "<<",
         ] {
             let json = serde_json::to_string(&serde_json::json!({ "k": s, "l": [s], s: 1 })).unwrap();
             round_trips(&json);
@@ -67,8 +124,19 @@ mod tests {
         let long = "word ".repeat(40);
         round_trips(&serde_json::to_string(&serde_json::json!({ "k": long, "m": long.trim_end() })).unwrap());
         for n in [
-            "0", "-0", "1", "-1", "1.5", "-0.0", "1e21", "1E-7", "9223372036854775807", "18446744073709551615",
-            "-9223372036854775808", "0.1", "123456789.123456789",
+            "0",
+            "-0",
+            "1",
+            "-1",
+            "1.5",
+            "-0.0",
+            "1e21",
+            "1E-7",
+            "9223372036854775807",
+            "18446744073709551615",
+            "-9223372036854775808",
+            "0.1",
+            "123456789.123456789",
         ] {
             round_trips(&format!("{{\"n\":{n},\"l\":[{n}]}}"));
         }
