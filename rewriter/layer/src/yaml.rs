@@ -273,6 +273,29 @@ mod tests {
             "{text}"
         );
 
+        // A stream that aborts mid-body (a list upstream cut): never a partial YAML document.
+        let (tx, rx) = body::channel(2);
+        tx.send(Ok(Bytes::from_static(
+            br#"{"kind":"VirtualMachineList","items":["#,
+        )))
+        .await
+        .expect("send");
+        tx.send(Err(Box::new(body::Aborted("upstream cut".into()))))
+            .await
+            .expect("send");
+        drop(tx);
+        let mut r = Response::new(body::boxed(rx));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let out = respond(r, 1 << 20).await;
+        assert_eq!(out.status(), StatusCode::BAD_GATEWAY);
+        let b = out.into_body().collect().await.expect("body").to_bytes();
+        let text = String::from_utf8_lossy(&b);
+        assert!(
+            text.starts_with("kind: Status\n") && text.contains("upstream cut"),
+            "{text}"
+        );
+
         let mut r = Response::new(body::full(vec![b' '; 100]));
         r.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
