@@ -21,7 +21,8 @@ use crate::error::{Error, Result};
 /// let yaml = kube_api_rewriter::yaml::json_to_yaml(
 ///     br#"{"kind":"ConfigMap","apiVersion":"v1","data":{"a":"yes","b":"1.0","n":1}}"#,
 /// ).unwrap();
-/// assert_eq!(yaml, "kind: ConfigMap\napiVersion: v1\ndata:\n  a: \"yes\"\n  b: \"1.0\"\n  n: 1\n");
+/// // `n` is a boolean to a YAML 1.1 reader, so even the key is quoted.
+/// assert_eq!(yaml, "kind: ConfigMap\napiVersion: v1\ndata:\n  a: \"yes\"\n  b: \"1.0\"\n  \"n\": 1\n");
 /// ```
 pub fn json_to_yaml(json: &[u8]) -> Result<String> {
     let v: Value =
