@@ -104,6 +104,10 @@ pub(crate) async fn respond(resp: Response<Body>, limit: usize) -> Response<Body
         Ok(json) => json,
         Err(e) => return error(e),
     };
+    if json.is_empty() {
+        // No document (a HEAD request): nothing to convert.
+        return Response::from_parts(parts, body::empty());
+    }
     match convert(parts, &json) {
         Ok(r) => r,
         Err(e) => error(e),
@@ -246,6 +250,21 @@ mod tests {
         assert_eq!(out.headers()[header::CONTENT_TYPE], YAML);
         let b = out.into_body().collect().await.expect("body").to_bytes();
         assert_eq!(&b[..], b"kind: Status\ncode: 404\nmessage: \"yes\"\n");
+
+        // No body (HEAD): untouched.
+        let mut r = Response::new(body::empty());
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let out = respond(r, 1 << 20).await;
+        assert_eq!(out.status(), StatusCode::OK);
+        assert!(
+            out.into_body()
+                .collect()
+                .await
+                .expect("body")
+                .to_bytes()
+                .is_empty()
+        );
 
         // Not JSON: untouched.
         let mut r = Response::new(body::full(&b"a: b\n"[..]));
