@@ -442,3 +442,36 @@ pub fn openapi_proto(data: &[u8]) {
         }
     }
 }
+
+/// `yaml::json_to_yaml`. byte 0: bit 0 clear, the rest is a JSON document; set, the rest (as
+/// UTF-8, lossy) is a string placed as a value, a list item and a key, so the fuzzer works on
+/// the emitter's quoting directly. Oracle: serde_json accepts ⇒ YAML comes out and reads back,
+/// as YAML 1.2 and as kube-apiserver's YAML 1.1 reading of request bodies, to the same value;
+/// rejects ⇒ an error.
+pub fn yaml(data: &[u8]) {
+    let Some((&flags, rest)) = data.split_first() else { return };
+    let doc: Vec<u8> = if flags & 1 == 0 {
+        rest.to_vec()
+    } else {
+        let s = String::from_utf8_lossy(rest);
+        serde_json::to_vec(&serde_json::json!({ "k": s, "l": [s, {"m": s}], s.as_ref(): 1 }))
+            .expect("a Value serializes")
+    };
+    let r = kube_api_rewriter::yaml::json_to_yaml(&doc);
+    let want = match serde_json::from_slice::<Value>(&doc) {
+        Ok(v) => v,
+        Err(_) => {
+            assert!(r.is_err(), "serde_json rejects, YAML came out: {:?}", String::from_utf8_lossy(&doc));
+            return;
+        }
+    };
+    let yaml = r.unwrap_or_else(|e| panic!("{e}\ninput: {:?}", String::from_utf8_lossy(&doc)));
+    let legacy = serde_saphyr::options! { legacy_octal_numbers: true };
+    for (how, back) in [
+        ("YAML", serde_saphyr::from_str::<Value>(&yaml)),
+        ("YAML 1.1", serde_saphyr::from_str_with_options::<Value>(&yaml, legacy)),
+    ] {
+        let back = back.unwrap_or_else(|e| panic!("{how} does not read back: {e}\njson: {want}\nyaml: {yaml:?}"));
+        assert!(back == want, "{how} reads back another value\njson: {want}\nback: {back}\nyaml: {yaml:?}");
+    }
+}

@@ -22,6 +22,7 @@ pub mod path;
 pub mod proto;
 pub mod rules;
 pub mod stream;
+pub mod yaml;
 
 pub use error::{Error, JsonError, Result};
 pub use rules::Rules;

@@ -66,6 +66,9 @@ pub enum Error {
     /// Upstream answered an upgrade request too late: 504.
     #[error("upstream did not answer the upgrade in time")]
     UpgradeTimeout,
+    /// A response the client asked for as YAML could not be read whole or converted: 502.
+    #[error("the response cannot be served as YAML: {0}")]
+    Yaml(String),
 }
 
 impl Error {
@@ -78,7 +81,9 @@ impl Error {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Timeout(_) | Error::UpgradeTimeout => StatusCode::GATEWAY_TIMEOUT,
-            Error::ResponseTooLarge { .. } | Error::ItemTooLarge { .. } => StatusCode::BAD_GATEWAY,
+            Error::ResponseTooLarge { .. } | Error::ItemTooLarge { .. } | Error::Yaml(_) => {
+                StatusCode::BAD_GATEWAY
+            }
         }
     }
 
@@ -91,7 +96,7 @@ impl Error {
             Error::NotFound(_) => "NotFound",
             Error::Unavailable(_) => "ServiceUnavailable",
             Error::Timeout(_) | Error::UpgradeTimeout => "Timeout",
-            Error::ResponseTooLarge { .. } | Error::ItemTooLarge { .. } => "InternalError",
+            Error::ResponseTooLarge { .. } | Error::ItemTooLarge { .. } | Error::Yaml(_) => "InternalError",
         }
     }
 
@@ -175,6 +180,7 @@ mod tests {
             (Error::ItemTooLarge { limit: 1 }, 502, "InternalError"),
             (Error::NotFound("/x".into()), 404, "NotFound"),
             (Error::ResponseTooLarge { limit: 1 }, 502, "InternalError"),
+            (Error::Yaml("x".into()), 502, "InternalError"),
         ];
         for (e, code, reason) in cases {
             assert_eq!((e.status_code().as_u16(), e.reason()), (code, reason), "{e}");

@@ -79,6 +79,8 @@ pub struct Exchange {
     shutdown: Watch,
     observe: Arc<dyn Observe>,
     client_gzip: bool,
+    /// The client asked for YAML: upstream is asked for JSON, the response converted.
+    yaml: bool,
     /// Set when a streamed (pass-through) request body ran over the limit.
     over_limit: Arc<AtomicBool>,
 }
@@ -104,13 +106,16 @@ impl Exchange {
     ) -> Self {
         let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
         let route = Arc::new(Route::new(&rules, mode, req.method().as_str(), pq));
+        let yaml = crate::yaml::wants_yaml(&route, req.headers());
         Self {
             rules,
             route,
             limits,
             shutdown,
             observe,
-            client_gzip: accepts_gzip(req.headers()),
+            // A body converted to YAML is read plain.
+            client_gzip: accepts_gzip(req.headers()) && !yaml,
+            yaml,
             over_limit: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -252,7 +257,10 @@ impl Exchange {
             parts.uri = Uri::from_parts(up).map_err(|e| Error::InvalidPath(e.to_string()))?;
         }
         if route.wants_json() {
-            let accept = json_accept(&parts.headers);
+            let mut accept = json_accept(&parts.headers);
+            if self.yaml {
+                accept = crate::yaml::upstream_accept(&accept);
+            }
             parts.headers.insert(header::ACCEPT, accept);
         }
         if route.openapi.is_some() {
@@ -272,6 +280,7 @@ impl Exchange {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        let (yaml, limit) = (self.yaml, self.limits.max_response);
         let ctx = Ctx {
             rules: self.rules,
             route: self.route,
@@ -280,6 +289,10 @@ impl Exchange {
             shutdown: self.shutdown,
             observe: self.observe,
         };
-        response::rewrite(ctx, resp).await
+        let resp = response::rewrite(ctx, resp).await;
+        if yaml {
+            return crate::yaml::respond(resp, limit).await;
+        }
+        resp
     }
 }

@@ -37,6 +37,7 @@ mod metrics;
 mod openapi;
 mod response;
 mod shutdown;
+mod yaml;
 
 pub use body::{Body, BoxError};
 pub use error::Error;

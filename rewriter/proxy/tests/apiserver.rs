@@ -268,7 +268,8 @@ fn against_kube_apiserver() {
             length(&p.url(cm), &[]),
             length(&format!("{direct}{cm}"), &["--cacert", &ca, "-H", &admin])
         );
-        // A non-JSON answer for a rewritten resource is passed untouched (Go sent it empty).
+        // YAML for a rewritten resource: asked of upstream as JSON, restored, converted (Go sent
+        // it empty; tests/yaml.rs has the rest).
         let path = "/apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm1";
         let yaml = ok(&curl(&[
             "-sS",
@@ -284,6 +285,7 @@ fn against_kube_apiserver() {
             "{yaml}"
         );
         assert!(yaml.contains("name: vm1"), "{yaml}");
+        assert!(yaml.contains("kind: VirtualMachine\n"), "{yaml}");
     };
 
     let watch = || {

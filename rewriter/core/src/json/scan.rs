@@ -10,8 +10,17 @@ use std::borrow::Cow;
 
 use crate::error::JsonError;
 
-/// Nesting this deep is rejected, as serde_json does (127 levels pass).
+/// Nesting this deep is rejected where the document is walked, as serde_json does (127 levels
+/// pass).
 pub const MAX_DEPTH: u32 = 128;
+
+/// Deepest nesting accepted inside a skipped subtree, counted from where the scanner started:
+/// kube-apiserver's own limit (Go's `encoding/json`, `maxNestingDepth`), so arbitrary JSON the
+/// server stores (`ControllerRevision.data`, CR fields without a schema) is never refused here.
+pub const MAX_SKIP_DEPTH: u32 = 10_000;
+
+/// Levels one skip loop tracks in its register.
+const REGISTER_LEVELS: u32 = u128::BITS;
 
 /// Result of scanner operations.
 pub type Result<T, E = JsonError> = std::result::Result<T, E>;
@@ -461,15 +470,22 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    /// Skips the object or array at the current position in one loop (no recursion): one bit
-    /// per open level says object or array. Most of a document is skipped here, so the common
-    /// path works on a local position and inlines plain strings; anything unusual (escapes,
-    /// non-ASCII, literals, numbers, errors) goes through the general methods.
+    /// Skips the object or array at the current position in one loop: one bit per open level
+    /// says object or array. Most of a document is skipped here, so the common path works on a
+    /// local position and inlines plain strings; anything unusual (escapes, non-ASCII, literals,
+    /// numbers, errors) goes through the general methods.
+    ///
+    /// The bits live in a `u128`. A value nested deeper than that holds is skipped by a nested
+    /// call ([`Scanner::skip_deeper`]), one call per 127 levels: at most 79 frames for
+    /// [`MAX_SKIP_DEPTH`], no heap, and the common path keeps the single depth comparison it
+    /// always had.
     fn skip_container(&mut self) -> Result<()> {
         let buf = self.buf;
         let mut pos = self.pos;
         let mut objects: u128 = 0;
         let mut level: u32 = 0;
+        // Levels this call may open: what the register holds, or fewer near the limit.
+        let room = (REGISTER_LEVELS - 1).min(MAX_SKIP_DEPTH.saturating_sub(self.depth));
         macro_rules! ws {
             () => {
                 while let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
@@ -521,11 +537,12 @@ impl<'a> Scanner<'a> {
                 return Err(self.eof());
             };
             match b {
+                b'{' | b'[' if level >= room => {
+                    self.pos = pos;
+                    self.skip_deeper(level)?;
+                    pos = self.pos;
+                }
                 b'{' | b'[' => {
-                    if self.depth + level + 1 >= MAX_DEPTH {
-                        self.pos = pos;
-                        return Err(self.err("recursion limit exceeded"));
-                    }
                     let is_object = b == b'{';
                     objects = (objects << 1) | u128::from(is_object);
                     level += 1;
@@ -593,6 +610,21 @@ impl<'a> Scanner<'a> {
                 }
             }
         }
+    }
+
+    /// Skips the container at the current position, which opens level `level + 1` of the
+    /// caller's skip loop: with the caller's levels counted as depth, so the limit holds across
+    /// calls. Rare (only past 127 levels), so kept out of the loop.
+    #[cold]
+    #[inline(never)]
+    fn skip_deeper(&mut self, level: u32) -> Result<()> {
+        if self.depth + level + 1 > MAX_SKIP_DEPTH {
+            return Err(self.err("recursion limit exceeded"));
+        }
+        self.depth += level;
+        let res = self.skip_container();
+        self.depth -= level;
+        res
     }
 
     /// True if the next value is `null` (not consumed).
@@ -848,16 +880,105 @@ mod tests {
     }
 
     #[test]
-    fn depth_is_limited() {
-        let deep = "[".repeat(200) + &"]".repeat(200);
-        assert!(!valid(&deep));
-        // The limit is serde_json's: 127 levels pass, 128 do not.
+    fn walked_depth_is_limited() {
+        // The walk's limit is serde_json's: 127 levels opened with `begin_*` pass, 128 do not.
         for (n, ok) in [(127, true), (128, false)] {
             let doc = "[".repeat(n) + &"]".repeat(n);
-            assert_eq!(valid(&doc), ok, "{n}");
+            let mut sc = Scanner::new(doc.as_bytes());
+            let walked = (0..n).try_for_each(|_| sc.begin_array());
+            assert_eq!(walked.is_ok(), ok, "{n}");
             assert_eq!(serde_json::from_str::<serde_json::Value>(&doc).is_ok(), ok, "{n}");
-            let doc = "{\"a\":".repeat(n) + "1" + &"}".repeat(n);
-            assert_eq!(valid(&doc), ok, "{n}");
+        }
+    }
+
+    /// `n` levels of arrays and objects alternating (the innermost holding `1`), wrapped so the
+    /// deep part is a subtree the walk skips.
+    fn nested(n: usize) -> String {
+        let mut s = String::new();
+        for i in 0..n {
+            s.push_str(if i % 2 == 0 { "[0," } else { "{\"k\":1,\"v\":" });
+        }
+        s.push('1');
+        for i in (0..n).rev() {
+            s.push_str(if i % 2 == 0 { ",2]" } else { ",\"z\":\"s\"}" });
+        }
+        s
+    }
+
+    #[test]
+    fn skipped_subtrees_nest_to_kube_apiserver_limit() {
+        let max = MAX_SKIP_DEPTH as usize;
+        for n in [1, 127, 128, 129, 130, 255, 256, 257, 1000, max] {
+            let doc = nested(n);
+            assert!(valid(&doc), "{n}");
+            // Inside a walked object: the walk's own level counts toward the limit.
+            let doc = format!("{{\"data\":{}}}", nested(n - 1));
+            let mut sc = Scanner::new(doc.as_bytes());
+            sc.begin_object().unwrap();
+            let mut first = true;
+            assert_eq!(sc.next_key(&mut first).unwrap().unwrap().text, "data");
+            sc.skip_value().unwrap_or_else(|e| panic!("{n}: {e:?}"));
+            assert!(sc.next_key(&mut first).unwrap().is_none());
+        }
+        for doc in [nested(max + 1), "[".repeat(max + 1) + &"]".repeat(max + 1)] {
+            let e = Scanner::new(doc.as_bytes()).skip_value().unwrap_err();
+            assert_eq!(
+                (e.offset, e.msg),
+                (offset_of_level(&doc, max), "recursion limit exceeded")
+            );
+        }
+        // Counted from the document root: one walked level plus MAX_SKIP_DEPTH skipped ones.
+        let doc = format!("{{\"data\":{}}}", nested(max));
+        let mut sc = Scanner::new(doc.as_bytes());
+        sc.begin_object().unwrap();
+        let mut first = true;
+        sc.next_key(&mut first).unwrap();
+        assert_eq!(sc.skip_value().unwrap_err().msg, "recursion limit exceeded");
+    }
+
+    /// Offset of the bracket that opens level `n + 1` (0-based count of brackets before it).
+    fn offset_of_level(doc: &str, n: usize) -> usize {
+        doc.bytes()
+            .enumerate()
+            .filter(|&(_, b)| b == b'[' || b == b'{')
+            .nth(n)
+            .map(|(i, _)| i)
+            .expect("deep enough")
+    }
+
+    #[test]
+    fn deep_skips_check_brackets_across_nested_calls() {
+        // A mismatched bracket deeper than one register holds is caught as the levels unwind.
+        let n = 200;
+        let mut doc = "[".repeat(60) + &"{\"a\":[".repeat(n) + "1";
+        doc.push_str(&"]}".repeat(n - 1));
+        doc.push_str("]]"); // `]` where `}` closes
+        doc.push_str(&"]".repeat(59));
+        assert!(!valid(&doc));
+        let mut ok = "[".repeat(60) + &"{\"a\":[".repeat(n) + "1";
+        ok.push_str(&"]}".repeat(n));
+        ok.push_str(&"]".repeat(60));
+        assert!(valid(&ok));
+    }
+
+    proptest::proptest! {
+        /// Any nesting of objects and arrays up to 600 levels is accepted, and one closing
+        /// bracket swapped for the other kind is refused, at any depth across nested calls.
+        #[test]
+        fn deep_brackets_match(kinds in proptest::collection::vec(proptest::bool::ANY, 1..600), flip in 0usize..600) {
+            let mut doc = String::new();
+            for &obj in &kinds {
+                doc.push_str(if obj { "{\"k\":" } else { "[" });
+            }
+            doc.push_str("null");
+            let mut bad = doc.clone();
+            for (i, &obj) in kinds.iter().enumerate().rev() {
+                doc.push(if obj { '}' } else { ']' });
+                let swapped = if i == flip % kinds.len() { !obj } else { obj };
+                bad.push(if swapped { '}' } else { ']' });
+            }
+            proptest::prop_assert!(valid(&doc));
+            proptest::prop_assert!(!valid(&bad));
         }
     }
 
