@@ -5,10 +5,10 @@ use serde_json::Value;
 
 use super::Walker;
 use super::crd;
-use super::plan::Leaf;
 use crate::Direction;
 use crate::error::{Error, Result};
 use crate::json::scan::quote;
+use crate::rules::plan::Leaf;
 
 impl<'r, 'a> Walker<'r, 'a> {
     /// Leaves that depend on context; `false` if `l` is not one of them.

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use super::plan::{Leaf, Which};
 use crate::rules::names::WordHasher;
+use crate::rules::plan::{Leaf, Which};
 
 /// Leaves longer than this are not remembered.
 const MAX_LEAF: usize = 2048;

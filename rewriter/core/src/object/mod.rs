@@ -16,7 +16,6 @@ pub(crate) mod crd;
 mod discovery;
 mod leaf;
 pub mod memo;
-pub mod plan;
 mod status;
 mod table;
 pub mod walk;

@@ -6,13 +6,13 @@ use std::ops::Range;
 use serde_json::Value;
 
 use super::memo::{self, Memo};
-use super::plan::{Gvk, Leaf, Node, ObjNode, Which};
 use crate::Direction;
 use crate::error::Result;
 use crate::json::scan::{needs_escape, quote, write_str};
 use crate::json::{Edits, Scanner, Str};
 use crate::rules::Rules;
 use crate::rules::names::Pieces;
+use crate::rules::plan::{Gvk, Leaf, Node, ObjNode, Which};
 
 /// Walks one document (or a part of one) and collects edits.
 pub struct Walker<'r, 'a> {

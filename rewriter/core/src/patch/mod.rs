@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::json::{Scanner, Str};
 use crate::object::Walker;
-use crate::object::plan::{Leaf, Node, Which};
+use crate::rules::plan::{Leaf, Node, Which};
 use crate::{Direction, Rules};
 
 /// The kinds of patch Kubernetes accepts.

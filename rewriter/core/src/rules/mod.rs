@@ -14,6 +14,7 @@ pub mod diff;
 pub mod generate;
 pub mod jsonpath;
 pub mod names;
+pub mod plan;
 mod schema;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -23,8 +24,8 @@ pub use schema::{ResourceRule, WebhookRule};
 use serde_saphyr::Location;
 
 use crate::error::{Error, Result};
-use crate::object::plan::Plans;
 use jsonpath::Segment;
+use plan::Plans;
 
 /// Built-in rule files, embedded at build time.
 pub mod builtin {
