@@ -65,8 +65,13 @@ fn group_version_kind(w: &Walker<'_, '_>, v: &mut Value) -> bool {
     let Some(o) = v.as_object_mut() else { return false };
     let group = o.get("group").and_then(Value::as_str).map(str::to_owned);
     let kind = o.get("kind").and_then(Value::as_str).map(str::to_owned);
-    let (ng, nk) =
-        super::walk::rewrite_group_kind(w.rules, w.dir, group.as_deref(), kind.as_deref(), w.group_hint);
+    let (ng, nk) = crate::rules::gvk::rewrite_group_kind(
+        w.rules,
+        w.dir,
+        group.as_deref(),
+        kind.as_deref(),
+        w.group_hint,
+    );
     let mut changed = false;
     if let (Some(ng), Some(og)) = (ng, group) {
         if let Some(ver) = o.get("version").and_then(Value::as_str).map(str::to_owned) {

@@ -226,7 +226,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         let (og, ok) = match self.dir {
             Direction::Rename => (group, kind),
             Direction::Restore => {
-                match walk::restore_group_kind(self.rules, group, Some(kind), self.group_hint) {
+                match crate::rules::gvk::restore_group_kind(self.rules, group, Some(kind), self.group_hint) {
                     Some((g, k)) => (g.original.as_str(), k.unwrap_or(kind)),
                     None => (group, kind),
                 }
@@ -294,7 +294,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         let k = kind.as_ref().map(|k| k.text.as_ref());
         let v = version.as_ref().map(|v| v.text.as_ref());
-        let (nv, nk) = walk::rewrite_gvk(self.rules, self.dir, v, k, self.group_hint);
+        let (nv, nk) = crate::rules::gvk::rewrite_gvk(self.rules, self.dir, v, k, self.group_hint);
         if let (Some(s), Some(n)) = (version, nv) {
             self.edits.replace_quoted(s.start, s.end, &n);
         }

@@ -231,7 +231,7 @@ fn op(w: &mut Walker<'_, '_>, on: PatchTarget<'_>) -> Result<()> {
                     Direction::Restore => w.rules.rename_group(on.group).unwrap_or(on.group),
                 };
                 if let Some(s) = w.sc.string_or_skip()?
-                    && let (_, Some(k)) = crate::object::walk::rewrite_group_kind(
+                    && let (_, Some(k)) = crate::rules::gvk::rewrite_group_kind(
                         w.rules,
                         w.dir,
                         Some(group),

@@ -12,6 +12,7 @@
 
 pub mod diff;
 pub mod generate;
+pub mod gvk;
 pub mod jsonpath;
 pub mod names;
 pub mod plan;
