@@ -13,17 +13,18 @@
 //! ```
 
 pub mod error;
-pub mod exchange;
 pub mod json;
 pub mod object;
 pub mod openapi;
 pub mod patch;
 pub mod path;
 pub mod proto;
+pub mod route;
 pub mod rules;
 pub mod stream;
 
 pub use error::{Error, JsonError, Result};
+pub use route::{BodyMode, ProxyMode, RequestBody, ResponseBody, Route, is_json, status_json};
 pub use rules::Rules;
 
 /// Which way names go.

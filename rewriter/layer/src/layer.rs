@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{Request, Response};
+use kube_api_rewriter::ProxyMode;
 use kube_api_rewriter::Rules;
-use kube_api_rewriter::exchange::ProxyMode;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::body::{Body, BoxError};

@@ -21,8 +21,8 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use kube_api_rewriter::Rules;
-use kube_api_rewriter::exchange::{BodyMode, ResponseBody, Route, is_json};
 use kube_api_rewriter::stream::{ListRewriter, WatchRewriter, sniff_list};
+use kube_api_rewriter::{BodyMode, ResponseBody, Route, is_json};
 
 use crate::body::{self, Aborted, Body, BoxError, Counted, EndOnShutdown};
 use crate::error::{Error, status};

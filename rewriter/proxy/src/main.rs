@@ -6,11 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use kube_api_rewriter::exchange::{BodyMode, ProxyMode, ResponseBody, Route};
 use kube_api_rewriter::object::{self, Context, Outcome};
 use kube_api_rewriter::patch::{self, PatchType};
 use kube_api_rewriter::rules::{Source, generate};
 use kube_api_rewriter::stream::{ListRewriter, WatchRewriter};
+use kube_api_rewriter::{BodyMode, ProxyMode, ResponseBody, Route};
 use kube_api_rewriter::{Direction, Rules};
 use kube_api_rewriter_proxy::config::{LogConfig, LogFormat, LogOutput, ProxyArgs};
 
