@@ -208,7 +208,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     /// Rewrites the name `s` in place (as an edit) if a rule fires on it.
     fn rename_str(&mut self, w: Which, s: &Str<'a>) {
         let rules = self.names(w);
-        if let Some((p, _)) = rules.pieces(self.restore(), &s.text, "")
+        if let Some((p, _)) = rules.pieces(self.dir, &s.text, "")
             && !p.eq_str(&s.text)
         {
             if rules.is_plain() && matches!(s.text, Cow::Borrowed(_)) {
@@ -268,7 +268,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             Leaf::Name(w) => self.name_value(w),
             Leaf::ApiVersion => {
                 if let Some(s) = self.sc.string_or_skip()?
-                    && let Some(p) = self.rules.api_version_parts(self.restore(), &s.text, None)
+                    && let Some(p) = self.rules.api_version_parts(self.dir, &s.text, None)
                     && !Pieces(p).eq_str(&s.text)
                 {
                     self.edits.replace_quoted_parts(s.start, s.end, &p);
@@ -324,7 +324,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         self.sc.begin_object()?;
         let mut first = true;
         let rules = self.names(w);
-        let restore = self.restore();
+        let dir = self.dir;
         // Every entry's final name (and new value) as ranges of `names`, and its value's span.
         let Scratch {
             mut names,
@@ -357,7 +357,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             };
             let value_text = vstr.as_ref().map_or("", |v| v.text.as_ref());
             let mut new_value = None;
-            match rules.pieces(restore, &key.text, value_text) {
+            match rules.pieces(dir, &key.text, value_text) {
                 None => names.push_str(&key.text),
                 Some((p, nv)) => {
                     p.0.iter().for_each(|x| names.push_str(x));
@@ -438,7 +438,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         self.sc.begin_object()?;
         let mut first = true;
         let rules = self.names(w);
-        let restore = self.restore();
+        let dir = self.dir;
         while let Some(raw) = self.sc.next_key_raw(&mut first)? {
             self.sc.skip_value()?;
             if values {
@@ -465,7 +465,7 @@ impl<'r, 'a> Walker<'r, 'a> {
                         &owned
                     }
                 };
-                let Some((p, _)) = rules.pieces(restore, name, "") else {
+                let Some((p, _)) = rules.pieces(dir, name, "") else {
                     continue;
                 };
                 if p.eq_str(name) {
@@ -487,7 +487,7 @@ impl<'r, 'a> Walker<'r, 'a> {
                 let Some(name) = key.text.strip_prefix("f:") else {
                     continue;
                 };
-                let Some((p, _)) = rules.pieces(restore, name, "") else {
+                let Some((p, _)) = rules.pieces(dir, name, "") else {
                     continue;
                 };
                 if !p.eq_str(name) {
@@ -535,7 +535,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         let vals: Vec<String> = values.iter().map(|v| v.text.to_string()).collect();
         let (nk, nv) = self
             .names(Which::Labels)
-            .rewrite_requirement(self.restore(), &key.text, &vals);
+            .rewrite_requirement(self.dir, &key.text, &vals);
         if nk != key.text {
             self.edits.replace_quoted(key.start, key.end, &nk);
         }

@@ -24,6 +24,7 @@ pub use names::NameRules;
 pub use schema::{ResourceRule, WebhookRule};
 use serde_saphyr::Location;
 
+use crate::Direction;
 use crate::error::{Error, Result};
 use jsonpath::Segment;
 use plan::Plans;
@@ -506,25 +507,27 @@ impl Rules {
 
     /// Renames `group/version`; `None` when the group is not renamed.
     pub fn rename_api_version(&self, av: &str) -> Option<String> {
-        self.api_version_parts(false, av, None).map(|p| p.concat())
+        self.api_version_parts(Direction::Rename, av, None)
+            .map(|p| p.concat())
     }
 
     /// Restores `group/version`; `None` when the group is not a renamed one.
     pub fn restore_api_version(&self, av: &str, kind: Option<&str>) -> Option<String> {
-        self.api_version_parts(true, av, kind).map(|p| p.concat())
+        self.api_version_parts(Direction::Restore, av, kind)
+            .map(|p| p.concat())
     }
 
-    /// `group/version` renamed (or, with `restore`, restored) as pieces to concatenate, without
+    /// `group/version` renamed or restored (by `dir`) as pieces to concatenate, without
     /// allocating; `None` when the group is not one the rules map.
     #[inline]
     pub fn api_version_parts<'s>(
         &'s self,
-        restore: bool,
+        dir: Direction,
         av: &'s str,
         kind: Option<&str>,
     ) -> Option<[&'s str; 3]> {
         let (g, v) = av.split_once('/')?;
-        Some(if restore {
+        Some(if dir == Direction::Restore {
             let grp = self.restore_group_for(g, kind)?;
             [grp.original.as_str(), "/", grp.restore_version(v)]
         } else {

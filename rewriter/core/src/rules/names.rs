@@ -10,6 +10,8 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::Direction;
+
 /// Marker for original-looking names that the server holds as they are.
 pub const PRESERVED_PREFIX: &str = "preserved-original-";
 
@@ -218,35 +220,36 @@ impl NameRules {
 
     /// Original → renamed. `value` is `""` for finalizers and keys without a value.
     pub fn rename<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
-        owned(name, value, self.pieces(false, name, value))
+        owned(name, value, self.pieces(Direction::Rename, name, value))
     }
 
     /// Renamed → original; original-looking names become `preserved-original-<name>`.
     pub fn restore<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
-        owned(name, value, self.pieces(true, name, value))
+        owned(name, value, self.pieces(Direction::Restore, name, value))
     }
 
-    /// What [`NameRules::rename`] (or, with `restore`, [`NameRules::restore`]) does to a name
+    /// What [`NameRules::rename`] (or, for [`Direction::Restore`], [`NameRules::restore`]) does to a name
     /// and its value, without building strings: `None` when no rule fires; otherwise the new name
     /// as pieces and the new value (`None`: unchanged).
     ///
     /// ```
+    /// use kube_api_rewriter::Direction;
     /// use kube_api_rewriter::rules::names::{NameRule, NameRules};
     /// let mut r = NameRules::default();
     /// r.add_prefix(NameRule { original: "kubevirt.io", renamed: "kubevirt.internal.virtualization.deckhouse.io", original_value: "", renamed_value: "" }).unwrap();
-    /// let (name, value) = r.pieces(true, "kubevirt.internal.virtualization.deckhouse.io/size", "s").unwrap();
+    /// let (name, value) = r.pieces(Direction::Restore, "kubevirt.internal.virtualization.deckhouse.io/size", "s").unwrap();
     /// assert_eq!(name.concat(), "kubevirt.io/size");
     /// assert_eq!(value, None);
-    /// assert_eq!(r.pieces(true, "app", "x"), None);
+    /// assert_eq!(r.pieces(Direction::Restore, "app", "x"), None);
     /// ```
     #[inline]
     pub fn pieces<'s>(
         &'s self,
-        restore: bool,
+        dir: Direction,
         name: &'s str,
         value: &'s str,
     ) -> Option<(Pieces<'s>, Option<&'s str>)> {
-        if restore {
+        if dir == Direction::Restore {
             let found = self.lookup(name);
             if matches(found, FWD, value) {
                 return Some((Pieces([PRESERVED_PREFIX, name, ""]), None));
@@ -292,9 +295,9 @@ impl NameRules {
 
     /// Rewrites a selector requirement `key op (values)`: the key changes by the first value
     /// whose pair rule fires (or by name/prefix rules), and each value is rewritten with the key.
-    pub fn rewrite_requirement(&self, restore: bool, key: &str, values: &[String]) -> (String, Vec<String>) {
+    pub fn rewrite_requirement(&self, dir: Direction, key: &str, values: &[String]) -> (String, Vec<String>) {
         let f = |k: &str, v: &str| -> (String, String) {
-            let (k, v) = if restore {
+            let (k, v) = if dir == Direction::Restore {
                 self.restore(k, v)
             } else {
                 self.rename(k, v)
@@ -542,13 +545,17 @@ mod tests {
     fn requirement_key_follows_its_values() {
         let r = kubevirt_labels();
         let (k, v) = r.rewrite_requirement(
-            false,
+            Direction::Rename,
             "app.kubernetes.io/managed-by",
             &["virt-operator".into(), "x".into()],
         );
         assert_eq!(k, "app.kubernetes.io/managed-by");
         assert_eq!(v, vec!["virt-operator-iv".to_string(), "x".to_string()]);
-        let (k, v) = r.rewrite_requirement(true, "kubevirt.internal.virtualization.deckhouse.io/a", &[]);
+        let (k, v) = r.rewrite_requirement(
+            Direction::Restore,
+            "kubevirt.internal.virtualization.deckhouse.io/a",
+            &[],
+        );
         assert_eq!((k.as_str(), v.len()), ("kubevirt.io/a", 0));
     }
 }
