@@ -21,7 +21,7 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use kube_api_rewriter::Rules;
-use kube_api_rewriter::stream::{ListRewriter, WatchRewriter, sniff_list};
+use kube_api_rewriter::stream::{ListRewriter, MAX_LOOK_AHEAD, Shape, WatchRewriter, look_ahead};
 use kube_api_rewriter::{BodyMode, ResponseBody, Route, is_json};
 
 use crate::body::{self, Aborted, Body, BoxError, Counted, EndOnShutdown};
@@ -34,8 +34,6 @@ use crate::shutdown::Watch;
 /// Compressed input decoded at a time: deflate inflates at most about 1032:1, so one slice
 /// never makes more than about 8 MiB of output before the limits are checked.
 const GZ_SLICE: usize = 8 << 10;
-/// Largest LIST head read before deciding whether the body is a list.
-const MAX_SNIFF: usize = 4 << 20;
 /// Chunks that may wait between the rewriting task and the client.
 const CHANNEL_DEPTH: usize = 4;
 /// Frames read ahead of the client on a pass-through body.
@@ -283,7 +281,7 @@ async fn list(
         raw.extend_from_slice(&d);
         match &mut dec {
             Some(g) => {
-                if g.push_sliced(&d, &mut plain, MAX_SNIFF).is_err() {
+                if g.push_sliced(&d, &mut plain, MAX_LOOK_AHEAD).is_err() {
                     break;
                 }
             }
@@ -292,10 +290,9 @@ async fn list(
         if plain.is_empty() {
             continue;
         }
-        match sniff_list(&plain) {
-            Some(true) => return stream(ctx, parts, upstream, dec, plain, Kind::List, to_client),
-            Some(false) => break,
-            None if plain.len() > MAX_SNIFF => break,
+        match look_ahead(&plain, false) {
+            Some(Shape::List) => return stream(ctx, parts, upstream, dec, plain, Kind::List, to_client),
+            Some(Shape::Object) => break,
             None => {}
         }
     }
