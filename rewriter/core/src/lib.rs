@@ -12,14 +12,16 @@
 //! assert_eq!(p, "/apis/internal.virtualization.deckhouse.io/v1/namespaces/ns/internalvirtualizationvirtualmachines/vm1");
 //! ```
 
-pub mod error;
-pub mod json;
+#![warn(unreachable_pub)]
+
+mod error;
+mod json;
 pub mod object;
 pub mod openapi;
 pub mod patch;
 pub mod path;
 pub mod proto;
-pub mod route;
+mod route;
 pub mod rules;
 pub mod stream;
 

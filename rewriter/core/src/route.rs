@@ -317,7 +317,7 @@ impl Route {
     }
 
     /// What the objects this request is about are, for patches.
-    pub fn patch_target<'r>(&'r self, rules: &'r Rules) -> patch::PatchTarget<'r> {
+    pub(crate) fn patch_target<'r>(&'r self, rules: &'r Rules) -> patch::PatchTarget<'r> {
         if self.mode == ProxyMode::Api {
             let decoded = crate::path::decode_route_slashes(&self.path);
             let p = ApiPath::parse(decoded.as_deref().unwrap_or(&self.path));
@@ -335,7 +335,7 @@ impl Route {
     }
 
     /// True when a response with this status and `Content-Type` is rewritten.
-    pub fn rewrites_response(&self, status: u16, content_type: Option<&str>) -> bool {
+    pub(crate) fn rewrites_response(&self, status: u16, content_type: Option<&str>) -> bool {
         self.rewrite_bodies && status != 101 && status != 204 && status != 304 && is_json(content_type)
     }
 
@@ -434,7 +434,7 @@ fn webhook_context(rules: &Rules, w: &WebhookRule) -> Context {
 
 /// The original kind of a resource: from the rules, or guessed for built-in kinds the way
 /// Kubernetes guesses plurals.
-pub fn kind_of(rules: &Rules, group: &str, plural: &str) -> Option<String> {
+pub(crate) fn kind_of(rules: &Rules, group: &str, plural: &str) -> Option<String> {
     if let Some(r) = rules.resource(group, plural) {
         return Some(r.kind.clone());
     }

@@ -22,7 +22,7 @@ type Map = HashMap<Box<[u8]>, Option<Box<[u8]>>, BuildHasherDefault<WordHasher>>
 /// Remembered leaf rewrites of one direction: for each raw leaf, its rewritten bytes (`None`:
 /// unchanged).
 #[derive(Debug, Default)]
-pub struct Memo {
+pub(crate) struct Memo {
     maps: [Map; SLOTS],
     bytes: usize,
 }

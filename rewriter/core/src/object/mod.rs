@@ -15,16 +15,16 @@
 pub(crate) mod crd;
 mod discovery;
 mod leaf;
-pub mod memo;
+pub(crate) mod memo;
 mod status;
 mod table;
-pub mod walk;
+pub(crate) mod walk;
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 
-pub use walk::Walker;
+pub(crate) use walk::Walker;
 
 use crate::Direction;
 use crate::error::Result;
@@ -35,7 +35,7 @@ use crate::rules::Rules;
 #[derive(Debug, Clone, Default)]
 pub struct Context {
     /// The original API group of the request, if any.
-    pub group: Option<String>,
+    pub(crate) group: Option<String>,
     /// The original kind the body is expected to hold (items of built-in lists carry none).
     pub kind: Option<String>,
     /// Table rows' `object` becomes `null` (the client asked for `includeObject=None`; upstream
@@ -85,18 +85,18 @@ pub fn rewrite<'a>(rules: &Rules, dir: Direction, input: &'a [u8], ctx: &Context
 
 /// What the caller knows about an object about to be walked.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Hint<'h> {
+pub(crate) struct Hint<'h> {
     /// Kind to assume when the object has none.
     pub kind: Option<&'h str>,
     /// apiVersion to assume when the object has none.
-    pub api_version: Option<&'h str>,
+    pub(crate) api_version: Option<&'h str>,
     /// A top-level object (or list item): excludes apply.
-    pub top: bool,
+    pub(crate) top: bool,
 }
 
 /// Whether an object stays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Keep it (rewritten).
     Keep,
     /// Drop it.
@@ -211,7 +211,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     }
 
     /// Rewrites the object at the current position, dispatching on its kind.
-    pub fn object(&mut self, hint: &Hint<'_>) -> Result<Verdict> {
+    pub(crate) fn object(&mut self, hint: &Hint<'_>) -> Result<Verdict> {
         if self.sc.peek()? != b'{' {
             self.sc.skip_value()?;
             return Ok(Verdict::Keep);
@@ -348,7 +348,7 @@ pub(crate) fn drop_elements(edits: &mut crate::json::Edits, spans: &[(usize, usi
 }
 
 /// `group/version` → (group, version); core `v1` → ("", "v1").
-pub fn split_api_version(av: &str) -> (&str, &str) {
+pub(crate) fn split_api_version(av: &str) -> (&str, &str) {
     av.split_once('/').unwrap_or(("", av))
 }
 

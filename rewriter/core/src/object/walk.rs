@@ -18,39 +18,39 @@ use crate::rules::names::Pieces;
 use crate::rules::plan::{Gvk, Leaf, Node, ObjNode, Which};
 
 /// Walks one document (or a part of one) and collects edits.
-pub struct Walker<'r, 'a> {
+pub(crate) struct Walker<'r, 'a> {
     /// The rules.
-    pub rules: &'r Rules,
+    pub(crate) rules: &'r Rules,
     /// Which way names go.
-    pub dir: Direction,
+    pub(crate) dir: Direction,
     /// The scanner over the document.
-    pub sc: Scanner<'a>,
+    pub(crate) sc: Scanner<'a>,
     /// Collected edits.
-    pub edits: Edits,
+    pub(crate) edits: Edits,
     /// Original group of the request, for renamed groups shared by several original ones.
-    pub group_hint: Option<&'r str>,
+    pub(crate) group_hint: Option<&'r str>,
     /// Original (group, kind) of the object a patch applies to (admission responses).
-    pub kind_hint: Option<(&'r str, &'r str)>,
+    pub(crate) kind_hint: Option<(&'r str, &'r str)>,
     /// The CRD being walked.
     pub(crate) crd: Option<super::crd::CrdTarget>,
     /// Leaf rewrites remembered by their bytes (kept across the items of a stream).
-    pub memo: Memo,
+    pub(crate) memo: Memo,
     /// Buffers reused from map to map (kept across the items of a stream).
-    pub scratch: Scratch,
+    pub(crate) scratch: Scratch,
     /// Table rows' `object` becomes `null` (see [`super::Context::strip_row_objects`]).
-    pub strip_row_objects: bool,
+    pub(crate) strip_row_objects: bool,
 }
 
 /// Buffers a walk reuses instead of allocating for each label or annotation map.
 #[derive(Debug, Default)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     names: String,
     entries: Vec<MapEntry>,
 }
 
 impl<'r, 'a> Walker<'r, 'a> {
     /// A walker over `input`.
-    pub fn new(rules: &'r Rules, dir: Direction, input: &'a [u8]) -> Self {
+    pub(crate) fn new(rules: &'r Rules, dir: Direction, input: &'a [u8]) -> Self {
         Self {
             rules,
             dir,
@@ -66,7 +66,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     }
 
     /// The input with the edits applied.
-    pub fn output(&mut self) -> Cow<'a, [u8]> {
+    pub(crate) fn output(&mut self) -> Cow<'a, [u8]> {
         let input = self.sc.input();
         if self.edits.is_empty() {
             return Cow::Borrowed(input);
@@ -81,7 +81,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     }
 
     /// Rewrites the value at the current position by `node`.
-    pub fn node(&mut self, node: &Node) -> Result<()> {
+    pub(crate) fn node(&mut self, node: &Node) -> Result<()> {
         match node {
             Node::Obj(o) => self.obj(o),
             Node::Leaf(l) => self.leaf(*l),

@@ -57,7 +57,7 @@ impl PatchType {
 #[derive(Debug, Clone, Copy)]
 pub struct PatchTarget<'a> {
     /// The kind's plan.
-    pub plan: &'a Node,
+    pub(crate) plan: &'a Node,
     /// Original group.
     pub group: &'a str,
     /// Original kind.
@@ -65,7 +65,7 @@ pub struct PatchTarget<'a> {
     /// For a patch of one CustomResourceDefinition the rules name: its original group and
     /// plural (from the request path), so that `spec`, `spec.names` and `spec.group` in the
     /// patch are renamed as in a whole CRD body.
-    pub crd: Option<(&'a str, &'a str)>,
+    pub(crate) crd: Option<(&'a str, &'a str)>,
 }
 
 /// The target of patches to objects of an original (`group`, `kind`).
@@ -80,7 +80,7 @@ pub fn plan_for<'a>(rules: &'a Rules, group: &'a str, kind: &'a str) -> PatchTar
 
 /// The target of patches to the CustomResourceDefinition named `name` (`plural.group`, original
 /// names); a plain CRD target when the rules do not name that resource.
-pub fn plan_for_crd<'a>(rules: &'a Rules, name: &str) -> PatchTarget<'a> {
+pub(crate) fn plan_for_crd<'a>(rules: &'a Rules, name: &str) -> PatchTarget<'a> {
     let mut t = plan_for(rules, crate::path::CRD_GROUP, "CustomResourceDefinition");
     t.crd = name.split_once('.').and_then(|(plural, group)| {
         let g = rules.group(group)?;

@@ -45,13 +45,13 @@ use crate::rules::WebhookRule;
 use crate::{Direction, Result, Rules};
 
 /// The group that serves CustomResourceDefinitions.
-pub const CRD_GROUP: &str = "apiextensions.k8s.io";
+pub(crate) const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// The resource name of CustomResourceDefinitions.
-pub const CRD_RESOURCE: &str = "customresourcedefinitions";
+pub(crate) const CRD_RESOURCE: &str = "customresourcedefinitions";
 
 /// The first segment of a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Prefix {
+pub(crate) enum Prefix {
     /// `/` (or an empty path).
     Root,
     /// `/api/...`: the core (legacy) group.
@@ -196,7 +196,7 @@ impl ApiPath {
     }
 
     /// Which kind of path this is.
-    pub fn prefix(&self) -> Prefix {
+    pub(crate) fn prefix(&self) -> Prefix {
         self.prefix
     }
 
@@ -438,7 +438,7 @@ impl fmt::Display for ApiPath {
 
 /// Renames (`<plural>.<group>` → `<prefix><plural>.<renamed group>`) or restores a CRD name.
 /// `None` when no rule applies.
-pub fn rewrite_crd_name(rules: &Rules, dir: Direction, name: &str) -> Option<String> {
+pub(crate) fn rewrite_crd_name(rules: &Rules, dir: Direction, name: &str) -> Option<String> {
     let (plural, group) = name.split_once('.')?;
     match dir {
         Direction::Rename => {
@@ -568,7 +568,7 @@ fn decode_slashes(raw: &str) -> String {
 }
 
 /// Rewrites a parsed path; returns the result and whether anything changed.
-pub fn rewrite_parsed(rules: &Rules, dir: Direction, p: &ApiPath) -> Result<(ApiPath, bool)> {
+pub(crate) fn rewrite_parsed(rules: &Rules, dir: Direction, p: &ApiPath) -> Result<(ApiPath, bool)> {
     let mut out = p.clone();
     let mut changed = false;
     if out.prefix == Prefix::Apis {

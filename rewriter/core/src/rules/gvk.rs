@@ -7,7 +7,7 @@ use crate::Direction;
 use crate::rules::Rules;
 
 /// Rewrites an (`apiVersion`, `kind`) pair; `None` where a part is unchanged.
-pub fn rewrite_gvk(
+pub(crate) fn rewrite_gvk(
     rules: &Rules,
     dir: Direction,
     api_version: Option<&str>,
@@ -35,7 +35,7 @@ pub fn rewrite_gvk(
 }
 
 /// Rewrites a (`group`, `kind`) pair; `None` where a part is unchanged.
-pub fn rewrite_group_kind(
+pub(crate) fn rewrite_group_kind(
     rules: &Rules,
     dir: Direction,
     group: Option<&str>,
@@ -62,7 +62,7 @@ pub fn rewrite_group_kind(
 
 /// A renamed (`group`, `kind`) pair restored without allocating: the original group and, when
 /// the kind is one of its renamed kinds, the original kind. `None` for groups not renamed.
-pub fn restore_group_kind<'r, 'k>(
+pub(crate) fn restore_group_kind<'r, 'k>(
     rules: &'r Rules,
     group: &str,
     kind: Option<&'k str>,
@@ -84,7 +84,7 @@ pub fn restore_group_kind<'r, 'k>(
 }
 
 /// Rewrites a bare group name.
-pub fn rewrite_group<'s>(rules: &'s Rules, dir: Direction, g: &'s str, hint: Option<&str>) -> &'s str {
+pub(crate) fn rewrite_group<'s>(rules: &'s Rules, dir: Direction, g: &'s str, hint: Option<&str>) -> &'s str {
     match dir {
         Direction::Rename => rules.rename_group(g).unwrap_or(g),
         Direction::Restore => {
@@ -99,7 +99,12 @@ pub fn rewrite_group<'s>(rules: &'s Rules, dir: Direction, g: &'s str, hint: Opt
 }
 
 /// Rewrites a resource name (`plural` or `plural/sub`) of a group given on the input side.
-pub fn rewrite_resource(rules: &Rules, dir: Direction, input_group: &str, res: &str) -> Option<String> {
+pub(crate) fn rewrite_resource(
+    rules: &Rules,
+    dir: Direction,
+    input_group: &str,
+    res: &str,
+) -> Option<String> {
     let (plural, sub) = match res.split_once('/') {
         Some((p, s)) => (p, Some(s)),
         None => (res, None),
@@ -125,7 +130,7 @@ pub fn rewrite_resource(rules: &Rules, dir: Direction, input_group: &str, res: &
 }
 
 /// An RBAC `PolicyRule` or an admission `RuleWithOperations`: groups and resources together.
-pub fn policy_rule(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
+pub(crate) fn policy_rule(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
     let Some(obj) = v.as_object_mut() else {
         return false;
     };
@@ -212,7 +217,7 @@ pub fn policy_rule(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
 }
 
 /// `resourceAttributes` of access reviews: `group`, `version`, `resource` together.
-pub fn resource_attributes(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
+pub(crate) fn resource_attributes(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
     let Some(obj) = v.as_object_mut() else {
         return false;
     };

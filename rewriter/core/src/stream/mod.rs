@@ -63,7 +63,7 @@ pub fn look_ahead(head: &[u8], complete: bool) -> Option<Shape> {
 /// `Some(true)` when it is a list (a top-level `items` array),
 /// `Some(false)` when it is complete or its top-level `kind` says it is not a list, `None` when
 /// more input is needed to tell.
-pub fn sniff_list(prefix: &[u8]) -> Option<bool> {
+pub(crate) fn sniff_list(prefix: &[u8]) -> Option<bool> {
     let mut sc = crate::json::Scanner::new(prefix);
     if let Err(e) = sc.begin_object() {
         return if e.eof { None } else { Some(false) };
