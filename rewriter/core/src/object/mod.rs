@@ -35,7 +35,7 @@ use crate::rules::Rules;
 #[derive(Debug, Clone, Default)]
 pub struct Context {
     /// The original API group of the request, if any.
-    pub(crate) group: Option<String>,
+    pub group: Option<String>,
     /// The original kind the body is expected to hold (items of built-in lists carry none).
     pub kind: Option<String>,
     /// Table rows' `object` becomes `null` (the client asked for `includeObject=None`; upstream

@@ -10,7 +10,7 @@
 //! is never copied into a new buffer. The field numbers are gnostic's `OpenAPIv2.proto`.
 //!
 //! The vendor extensions that carry names (`x-kubernetes-group-version-kind`) are decoded and
-//! encoded with `#[derive(prost::Message)]` types ([`NamedAny`], [`Any`]): their messages are
+//! encoded with `#[derive(prost::Message)]` types (`NamedAny`, `Any`): their messages are
 //! known completely. The rest of the document is deliberately not decoded into derived types:
 //! prost keeps no unknown fields (see the `prost_drops_unknown_fields` test), so decoding
 //! through a hand-written subset of gnostic's ~60 message types would lose every field left

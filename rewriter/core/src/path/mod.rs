@@ -5,7 +5,7 @@
 //! so that [`ApiPath`]'s `Display` gives back the input byte for byte when nothing was rewritten
 //! (trailing slashes, double slashes and percent-escapes included).
 //!
-//! [`rewrite`] and [`rewrite_parsed`] rename (client → server) or restore (server → client):
+//! [`rewrite`] and `rewrite_parsed` rename (client → server) or restore (server → client):
 //!
 //! * `/apis/G[/V]` (discovery) of a ruled group: the group (and version) are renamed.
 //! * `/apis/G/V/[namespaces/NS/]R[/N[/S...]]`: group, version and resource are renamed when the
@@ -103,7 +103,7 @@ pub struct ApiPath {
 
 impl ApiPath {
     /// Parses a request target (`path[?query]`). Never fails and never panics; paths that are not
-    /// Kubernetes API paths get [`Prefix::Unknown`] (or [`Prefix::Root`]).
+    /// Kubernetes API paths get an unknown prefix (or the root).
     ///
     /// Layouts (after `/api/V` or `/apis/G/V`): `[watch/][namespaces/NS/]R[/N[/S[/rest...]]]`.
     /// In the core group `namespaces/X` alone or followed by `status`/`finalize` is the namespace
