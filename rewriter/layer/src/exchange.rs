@@ -19,8 +19,14 @@ use crate::metrics::{Decision, Flow, Observe, Side};
 use crate::response::{self, Ctx};
 use crate::shutdown::Watch;
 
-/// Limits of the rewriting path.
+/// Limits of the rewriting path: the defaults, changed with the `with_*` setters.
+///
+/// ```
+/// let limits = kube_api_rewriter_layer::Limits::default().with_max_request_body(64 << 10);
+/// assert_eq!(limits.max_request_body, 64 << 10);
+/// ```
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Limits {
     /// Largest request body read (or streamed) for one request; larger ones get a 413 `Status`.
     pub max_request_body: usize,
@@ -43,6 +49,26 @@ impl Default for Limits {
             max_item: 64 << 20,
             max_response: 256 << 20,
         }
+    }
+}
+
+impl Limits {
+    /// Sets [`Limits::max_request_body`].
+    pub fn with_max_request_body(mut self, bytes: usize) -> Self {
+        self.max_request_body = bytes;
+        self
+    }
+
+    /// Sets [`Limits::max_item`].
+    pub fn with_max_item(mut self, bytes: usize) -> Self {
+        self.max_item = bytes;
+        self
+    }
+
+    /// Sets [`Limits::max_response`].
+    pub fn with_max_response(mut self, bytes: usize) -> Self {
+        self.max_response = bytes;
+        self
     }
 }
 
