@@ -80,7 +80,7 @@ pub fn plan_for<'a>(rules: &'a Rules, group: &'a str, kind: &'a str) -> PatchTar
 
 /// The target of patches to the CustomResourceDefinition named `name` (`plural.group`, original
 /// names); a plain CRD target when the rules do not name that resource.
-pub(crate) fn plan_for_crd<'a>(rules: &'a Rules, name: &str) -> PatchTarget<'a> {
+pub fn plan_for_crd<'a>(rules: &'a Rules, name: &str) -> PatchTarget<'a> {
     let mut t = plan_for(rules, crate::path::CRD_GROUP, "CustomResourceDefinition");
     t.crd = name.split_once('.').and_then(|(plural, group)| {
         let g = rules.group(group)?;
