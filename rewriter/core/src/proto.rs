@@ -18,7 +18,7 @@ use crate::rules::gvk;
 use crate::{Direction, Rules};
 
 /// The 4-byte prefix of Kubernetes protobuf bodies.
-pub(crate) const MAGIC: &[u8] = b"k8s\0";
+pub const MAGIC: &[u8] = b"k8s\0";
 
 const ACCESS_REVIEWS: &[&str] = &[
     "SelfSubjectAccessReview",
@@ -27,7 +27,7 @@ const ACCESS_REVIEWS: &[&str] = &[
 ];
 
 /// Rewrites a protobuf request body; the result is still protobuf.
-pub(crate) fn rewrite(rules: &Rules, dir: Direction, body: &[u8]) -> Result<Vec<u8>> {
+pub fn rewrite(rules: &Rules, dir: Direction, body: &[u8]) -> Result<Vec<u8>> {
     let bad = |m: &str| Error::Patch(format!("invalid protobuf body: {m}"));
     let unknown = body
         .strip_prefix(MAGIC)
