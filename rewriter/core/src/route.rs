@@ -317,7 +317,7 @@ impl Route {
     }
 
     /// What the objects this request is about are, for patches.
-    pub(crate) fn patch_target<'r>(&'r self, rules: &'r Rules) -> patch::PatchTarget<'r> {
+    pub fn patch_target<'r>(&'r self, rules: &'r Rules) -> patch::PatchTarget<'r> {
         if self.mode == ProxyMode::Api {
             let decoded = crate::path::decode_route_slashes(&self.path);
             let p = ApiPath::parse(decoded.as_deref().unwrap_or(&self.path));
