@@ -15,7 +15,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-cargo build --release -j2 -p kube-api-rewriter-proxy --bin kube-api-rewriter --example bench_proxy >&2
+cargo build --release -j2 -p kube-api-rewriter-proxy --bin kube-api-rewriter -p kube-api-rewriter-benches --bin bench_proxy >&2
 TARGET=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/kar-bench.XXXXXX")
@@ -32,7 +32,7 @@ if [[ ${BENCH_SKIP_APISERVER:-0} != 1 ]]; then
   "$ROOT/scripts/control-plane.sh" up "$DIR" >&2
   KC=$DIR/admin.kubeconfig
 fi
-"$TARGET/release/examples/bench_proxy" \
+"$TARGET/release/bench_proxy" \
   --proxy-bin "$TARGET/release/kube-api-rewriter" \
   --kubeconfig "$KC" \
   --crd "${BENCH_CRD:-$ROOT/testdata/kubevirt-crds/original-k8s-1.20/virtualmachines.yaml}" \

@@ -361,8 +361,8 @@ pub fn path_rewrite(data: &[u8]) {
         assert_eq!(kube_api_rewriter::path::decode_route_slashes(&decoded), None, "{p:?}");
     }
     for m in ["GET", "PATCH"] {
-        let r = kube_api_rewriter::exchange::Route::new(rules(), kube_api_rewriter::exchange::ProxyMode::Api, m, p);
-        let _ = r.plan(rules());
+        let r = kube_api_rewriter::Route::new(rules(), kube_api_rewriter::ProxyMode::Api, m, p);
+        let _ = r.patch_target(rules());
     }
     for d in [Direction::Rename, Direction::Restore] {
         if let Ok(out) = kube_api_rewriter::path::rewrite(rules(), d, p) {

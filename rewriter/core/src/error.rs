@@ -6,11 +6,11 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonError {
     /// Byte offset into the input.
-    pub offset: usize,
+    pub(crate) offset: usize,
     /// What is wrong.
-    pub msg: &'static str,
+    pub(crate) msg: &'static str,
     /// True when the input ended early (a stream may still bring the rest).
-    pub eof: bool,
+    pub(crate) eof: bool,
 }
 
 impl fmt::Display for JsonError {

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::object::walk;
+use crate::rules::gvk;
 use crate::{Direction, Rules};
 
 /// The 4-byte prefix of Kubernetes protobuf bodies.
@@ -120,7 +121,7 @@ fn metadata(rules: &Rules, dir: Direction, f: &Field<'_>) -> Result<Option<Vec<u
                     _ => {}
                 }
             }
-            let (nav, nk) = walk::rewrite_gvk(rules, dir, av.as_deref(), k.as_deref(), None);
+            let (nav, nk) = gvk::rewrite_gvk(rules, dir, av.as_deref(), k.as_deref(), None);
             if nav.is_none() && nk.is_none() {
                 return Ok(None);
             }
@@ -178,7 +179,7 @@ fn resource_attributes(rules: &Rules, dir: Direction, attrs: &[u8]) -> Result<Op
         v[key] = Value::String(f.string()?.to_owned());
     }
     let before = v.clone();
-    if !walk::resource_attributes(rules, dir, &mut v) || v == before {
+    if !gvk::resource_attributes(rules, dir, &mut v) || v == before {
         return Ok(None);
     }
     let out = edit(attrs, |f| {

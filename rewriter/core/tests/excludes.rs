@@ -2,8 +2,8 @@
 //! no kind of their own (the request's resource gives it).
 
 use kube_api_rewriter::Rules;
-use kube_api_rewriter::exchange::{ProxyMode, ResponseBody, Route};
 use kube_api_rewriter::rules::Source;
+use kube_api_rewriter::{ProxyMode, ResponseBody, Route};
 use serde_json::Value;
 
 fn rules() -> Rules {

@@ -552,7 +552,7 @@ fn malformed_json_is_rejected_with_an_offset() {
 
 #[test]
 fn crd_tables_show_original_names() {
-    use kube_api_rewriter::exchange::{ProxyMode, ResponseBody, Route};
+    use kube_api_rewriter::{ProxyMode, ResponseBody, Route};
     let rules = rules();
     let route = Route::new(
         &rules,

@@ -1,11 +1,11 @@
 //! One test per known bug or limitation of the Go kube-api-rewriter (section 12 of
 //! the behaviour notes of the Go project), each asserting the correct output.
 
-use kube_api_rewriter::exchange::{BodyMode, ProxyMode, ResponseBody, Route};
 use kube_api_rewriter::object::{self, Context, Outcome};
 use kube_api_rewriter::patch::{self, PatchType};
 use kube_api_rewriter::rules::Source;
 use kube_api_rewriter::stream::WatchRewriter;
+use kube_api_rewriter::{BodyMode, ProxyMode, ResponseBody, Route};
 use kube_api_rewriter::{Direction, Rules, path};
 use serde_json::{Value, json};
 
@@ -56,7 +56,7 @@ fn bug02_streaming_subresources_are_not_rewritten() {
             "POST",
             &format!("/api/v1/namespaces/demo/pods/p/{sub}"),
         );
-        assert!(!r.rewrite, "{sub}");
+        assert!(!r.rewrite_bodies, "{sub}");
     }
 }
 
@@ -83,7 +83,7 @@ fn bug04a_webhook_query_is_kept() {
         "POST",
         "/virtualmachines-validate?timeout=10s",
     );
-    assert!(r.rewrite);
+    assert!(r.rewrite_bodies);
     assert_eq!(r.upstream_path, "/virtualmachines-validate?timeout=10s");
 }
 

@@ -3,9 +3,9 @@
 //! and its binding, SelfSubjectRulesReview.
 
 use base64::Engine as _;
-use kube_api_rewriter::exchange::{ProxyMode, ResponseBody, Route};
 use kube_api_rewriter::object::{self, Context, Outcome};
 use kube_api_rewriter::{Direction, Rules};
+use kube_api_rewriter::{ProxyMode, ResponseBody, Route};
 use serde_json::{Value, json};
 
 fn rw(rules: &Rules, dir: Direction, body: &str) -> Value {

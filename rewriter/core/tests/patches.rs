@@ -2,9 +2,9 @@
 //! AdmissionReview response patches are renamed alike.
 
 use base64::Engine;
-use kube_api_rewriter::exchange::{ProxyMode, Route};
 use kube_api_rewriter::object::{self, Outcome};
 use kube_api_rewriter::{Direction, Rules};
+use kube_api_rewriter::{ProxyMode, Route};
 use serde_json::{Value, json};
 
 const KV: &str = "kubevirt.internal.virtualization.deckhouse.io";

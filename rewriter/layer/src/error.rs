@@ -107,7 +107,7 @@ impl Error {
 
     /// This error as a watch `ERROR` event carrying its `Status`, newline-terminated.
     pub fn watch_event(&self) -> Vec<u8> {
-        let status = kube_api_rewriter::exchange::status_json(
+        let status = kube_api_rewriter::status_json(
             self.status_code().as_u16(),
             self.reason(),
             &self.to_string(),
@@ -128,7 +128,7 @@ impl From<kube_api_rewriter::Error> for Error {
 
 /// A Kubernetes `Status` failure response.
 pub(crate) fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
-    let json = kube_api_rewriter::exchange::status_json(code.as_u16(), reason, message, None);
+    let json = kube_api_rewriter::status_json(code.as_u16(), reason, message, None);
     let mut r = Response::new(body::full(json));
     *r.status_mut() = code;
     r.headers_mut()

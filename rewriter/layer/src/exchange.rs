@@ -10,7 +10,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, Uri};
 use http_body_util::{BodyExt, Limited};
 use kube_api_rewriter::Rules;
-use kube_api_rewriter::exchange::{ProxyMode, Route};
+use kube_api_rewriter::{ProxyMode, Route};
 
 use crate::body::{self, Body, BoxError, Counted};
 use crate::error::Error;
@@ -19,8 +19,14 @@ use crate::metrics::{Decision, Flow, Observe, Side};
 use crate::response::{self, Ctx};
 use crate::shutdown::Watch;
 
-/// Limits of the rewriting path.
+/// Limits of the rewriting path: the defaults, changed with the `with_*` setters.
+///
+/// ```
+/// let limits = kube_api_rewriter_layer::Limits::default().with_max_request_body(64 << 10);
+/// assert_eq!(limits.max_request_body, 64 << 10);
+/// ```
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Limits {
     /// Largest request body read (or streamed) for one request; larger ones get a 413 `Status`.
     pub max_request_body: usize,
@@ -46,6 +52,26 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Sets [`Limits::max_request_body`].
+    pub fn with_max_request_body(mut self, bytes: usize) -> Self {
+        self.max_request_body = bytes;
+        self
+    }
+
+    /// Sets [`Limits::max_item`].
+    pub fn with_max_item(mut self, bytes: usize) -> Self {
+        self.max_item = bytes;
+        self
+    }
+
+    /// Sets [`Limits::max_response`].
+    pub fn with_max_response(mut self, bytes: usize) -> Self {
+        self.max_response = bytes;
+        self
+    }
+}
+
 /// One request on its way up and its response on the way back.
 ///
 /// [`Exchange::request`] renames the path, query and body (or restores them, for the webhook
@@ -55,7 +81,7 @@ impl Default for Limits {
 /// ```
 /// # async fn demo() -> Result<(), kube_api_rewriter_layer::Error> {
 /// use std::sync::Arc;
-/// use kube_api_rewriter::exchange::ProxyMode;
+/// use kube_api_rewriter::ProxyMode;
 /// use kube_api_rewriter_layer::{Exchange, Limits, NoMetrics, Rules, Watch, body};
 ///
 /// let rules = Arc::new(Rules::builtin_kubevirt());
@@ -146,7 +172,7 @@ impl Exchange {
 
     /// Whether a response with this status and content type is rewritten or passed through.
     pub fn decision(&self, status: u16, content_type: Option<&str>) -> Decision {
-        if !self.route.rewrite {
+        if !self.route.rewrite_bodies {
             return Decision::Pass;
         }
         response::decision(&self.route, status, content_type)
@@ -173,7 +199,7 @@ impl Exchange {
             return Err(Error::BodyTooLarge { limit: max });
         }
         let has_body = declared.is_some_and(|n| n > 0) || (declared.is_none() && !body.is_end_stream());
-        let decision = if route.rewrite {
+        let decision = if route.rewrite_bodies {
             Decision::Rewrite
         } else {
             Decision::Pass
@@ -181,7 +207,7 @@ impl Exchange {
         let from_client = self.observe.byte_counter(route, Flow::FromClient, decision);
         let to_target = self.observe.byte_counter(route, Flow::ToTarget, decision);
 
-        let body = if route.rewrite && has_body {
+        let body = if route.rewrite_bodies && has_body {
             let collected = Limited::new(body, max).collect().await.map_err(|e| {
                 if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
                     Error::BodyTooLarge { limit: max }
@@ -266,7 +292,7 @@ impl Exchange {
         if route.openapi.is_some() {
             crate::openapi::request_headers(&mut parts.headers, &self.rules);
         }
-        if route.rewrite && !self.client_gzip {
+        if route.rewrite_bodies && !self.client_gzip {
             parts.headers.remove(header::ACCEPT_ENCODING);
         }
         Ok(Request::from_parts(parts, body))

@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{Request, Response};
+use kube_api_rewriter::ProxyMode;
 use kube_api_rewriter::Rules;
-use kube_api_rewriter::exchange::ProxyMode;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::body::{Body, BoxError};
@@ -27,10 +27,7 @@ use crate::shutdown::Watch;
 ///
 /// let text = std::fs::read_to_string("rules/kubevirt.yaml")?;
 /// let rules = Rules::parse(&[Source { name: "rules/kubevirt.yaml", text: &text }])?;
-/// let layer = RewriteLayer::new(Arc::new(rules)).with_limits(Limits {
-///     max_request_body: 1 << 20,
-///     ..Limits::default()
-/// });
+/// let layer = RewriteLayer::new(Arc::new(rules)).with_limits(Limits::default().with_max_request_body(1 << 20));
 /// let client = kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
 ///     .with_layer(&layer)
 ///     .build();

@@ -28,15 +28,19 @@
 //! request-and-response rewrite path the sidecar and the layer share, [`Observe`] its metrics
 //! hook. It never chooses a `k8s-openapi` version and carries no server.
 
+#![warn(unreachable_pub)]
+
 pub mod body;
 mod error;
 mod exchange;
+mod gzip;
 pub mod headers;
 mod layer;
 mod metrics;
 mod openapi;
 mod response;
 mod shutdown;
+mod stream;
 mod yaml;
 
 pub use body::{Body, BoxError};
@@ -45,5 +49,5 @@ pub use exchange::{Exchange, Limits};
 pub use kube_api_rewriter::Rules;
 pub use layer::{RewriteLayer, RewriteService};
 pub use metrics::{ByteCounter, Decision, Flow, NoMetrics, Observe, Side};
-pub use openapi::{cached_documents, client_etag, upstream_etag};
+pub use openapi::cached_documents;
 pub use shutdown::{Shutdown, Watch};

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube_api_rewriter::exchange::Route;
+use kube_api_rewriter::Route;
 
 /// Where body bytes were counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,7 +57,7 @@ pub type ByteCounter = Arc<dyn Fn(u64) + Send + Sync>;
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use kube_api_rewriter_layer::{ByteCounter, Decision, Flow, Observe, RewriteLayer};
-/// use kube_api_rewriter::exchange::Route;
+/// use kube_api_rewriter::Route;
 ///
 /// #[derive(Debug, Default)]
 /// struct BytesToClient(Arc<AtomicU64>);

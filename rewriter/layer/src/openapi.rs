@@ -42,7 +42,7 @@ fn cache() -> &'static Mutex<HashMap<Key, Bytes>> {
 }
 
 /// The ETag sent to clients for upstream's `etag` under rules `version`.
-pub fn client_etag(etag: &str, version: u64) -> String {
+pub(crate) fn client_etag(etag: &str, version: u64) -> String {
     let etag = etag.trim();
     match etag.strip_suffix('"') {
         Some(open) => format!("{open}-r{version:016x}\""),
@@ -52,7 +52,7 @@ pub fn client_etag(etag: &str, version: u64) -> String {
 
 /// Upstream's ETag from one the client sent, when it was made under rules `version`; `None`
 /// for an ETag of other rules (or not ours).
-pub fn upstream_etag(client: &str, version: u64) -> Option<String> {
+pub(crate) fn upstream_etag(client: &str, version: u64) -> Option<String> {
     let client = client.trim();
     let suffix = format!("-r{version:016x}");
     match client.strip_suffix('"') {

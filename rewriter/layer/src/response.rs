@@ -9,41 +9,32 @@
 //!   body as complete. A client that goes away cancels the upstream request at once.
 //!
 //! gzip from upstream is decoded for rewriting and encoded again when the client accepts it.
+//!
+//! This file decides the mode and rewrites whole bodies; `stream.rs` pumps lists and watches,
+//! `gzip.rs` holds the codec.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use flate2::Compression;
-use flate2::write::{GzEncoder, MultiGzDecoder};
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use kube_api_rewriter::Rules;
-use kube_api_rewriter::exchange::{BodyMode, ResponseBody, Route, is_json};
-use kube_api_rewriter::stream::{ListRewriter, WatchRewriter, sniff_list};
+use kube_api_rewriter::stream::{MAX_LOOK_AHEAD, Shape, look_ahead};
+use kube_api_rewriter::{BodyMode, ResponseBody, Route, is_json};
 
-use crate::body::{self, Aborted, Body, BoxError, Counted, EndOnShutdown};
+use crate::body::{self, Body, BoxError, Counted, EndOnShutdown};
 use crate::error::{Error, status};
 use crate::exchange::Limits;
+use crate::gzip::{GZ_SLICE, Gunzip, gzip};
 use crate::headers::strip_hop_by_hop;
 use crate::metrics::{ByteCounter, Decision, Flow, Observe, Side};
 use crate::shutdown::Watch;
+use crate::stream::{Kind, stream};
 
-/// Compressed input decoded at a time: deflate inflates at most about 1032:1, so one slice
-/// never makes more than about 8 MiB of output before the limits are checked.
-const GZ_SLICE: usize = 8 << 10;
-/// Largest LIST head read before deciding whether the body is a list.
-const MAX_SNIFF: usize = 4 << 20;
-/// Chunks that may wait between the rewriting task and the client.
-const CHANNEL_DEPTH: usize = 4;
 /// Frames read ahead of the client on a pass-through body.
 const PASS_DEPTH: usize = 16;
-/// LIST output is sent once this much is ready (watch events go one by one).
-const LIST_CHUNK: usize = 64 << 10;
-/// Watch events that have already arrived are sent together up to this much.
-const WATCH_BATCH: usize = 64 << 10;
 
 /// What the response path needs to know about a request.
 #[derive(Clone)]
@@ -63,11 +54,11 @@ impl Ctx {
     }
 
     /// Records one response-body rewrite.
-    fn rewrote(&self, ok: bool, took: Duration) {
+    pub(crate) fn rewrote(&self, ok: bool, took: Duration) {
         self.observe.rewritten(&self.route, Side::Target, ok, took);
     }
 
-    fn invalid_json(&self, status: u16) {
+    pub(crate) fn invalid_json(&self, status: u16) {
         self.observe.invalid_json(&self.route, status);
     }
 }
@@ -254,13 +245,6 @@ fn object(
     pass(parts, out)
 }
 
-fn gzip(b: &[u8]) -> Vec<u8> {
-    let mut e = GzEncoder::new(Vec::with_capacity(b.len() / 4 + 64), Compression::fast());
-    // Writing to a Vec cannot fail.
-    let _ = e.write_all(b);
-    e.finish().unwrap_or_default()
-}
-
 /// Reads the head of a LIST response until it shows whether it is a list, then streams it, or
 /// (a Table, a Status, anything else) rewrites it whole.
 async fn list(
@@ -283,7 +267,7 @@ async fn list(
         raw.extend_from_slice(&d);
         match &mut dec {
             Some(g) => {
-                if g.push_sliced(&d, &mut plain, MAX_SNIFF).is_err() {
+                if g.push_sliced(&d, &mut plain, MAX_LOOK_AHEAD).is_err() {
                     break;
                 }
             }
@@ -292,413 +276,14 @@ async fn list(
         if plain.is_empty() {
             continue;
         }
-        match sniff_list(&plain) {
-            Some(true) => return stream(ctx, parts, upstream, dec, plain, Kind::List, to_client),
-            Some(false) => break,
-            None if plain.len() > MAX_SNIFF => break,
+        match look_ahead(&plain, false) {
+            Some(Shape::List) => return stream(ctx, parts, upstream, dec, plain, Kind::List, to_client),
+            Some(Shape::Object) => break,
             None => {}
         }
     }
     match read_all(upstream, raw, ctx.limits.max_response).await {
         Ok(raw) => object(&ctx, parts, raw, gz, to_client),
         Err(e) => upstream_read_error(e),
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    List,
-    Watch,
-}
-
-enum Rewriter<'r> {
-    List(ListRewriter<'r>),
-    Watch(WatchRewriter<'r>),
-}
-
-impl Rewriter<'_> {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> kube_api_rewriter::Result<()> {
-        match self {
-            Rewriter::List(r) => r.feed(chunk, out),
-            Rewriter::Watch(r) => r.feed(chunk, out),
-        }
-    }
-
-    fn finish(self, out: &mut Vec<u8>) -> kube_api_rewriter::Result<()> {
-        match self {
-            Rewriter::List(r) => r.finish(out),
-            Rewriter::Watch(r) => r.finish(out),
-        }
-    }
-
-    /// Input held for the item or event not yet complete.
-    fn held(&self) -> usize {
-        match self {
-            Rewriter::List(r) => r.held(),
-            Rewriter::Watch(r) => r.held(),
-        }
-    }
-
-    /// Feeds `data` (gzip-decoded first, a slice at a time, when `dec`), failing once the
-    /// unfinished item or event is over `max_item`.
-    fn feed_checked(
-        &mut self,
-        dec: Option<&mut Gunzip>,
-        data: &[u8],
-        plain: &mut Vec<u8>,
-        out: &mut Vec<u8>,
-        max_item: usize,
-    ) -> Result<(), Fail> {
-        let rewrite = |e: kube_api_rewriter::Error| Fail::Abort(format!("rewriting the response: {e}"));
-        match dec {
-            Some(g) => {
-                for piece in data.chunks(GZ_SLICE) {
-                    plain.clear();
-                    g.push(piece, plain)
-                        .map_err(|e| Fail::Abort(format!("decoding gzip: {e}")))?;
-                    self.feed(plain, out).map_err(rewrite)?;
-                    self.check(max_item)?;
-                }
-            }
-            None => {
-                self.feed(data, out).map_err(rewrite)?;
-                self.check(max_item)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn check(&self, max_item: usize) -> Result<(), Fail> {
-        if self.held() > max_item {
-            return Err(Fail::TooLarge(Error::ItemTooLarge { limit: max_item }));
-        }
-        Ok(())
-    }
-}
-
-/// Why a stream ends early.
-enum Fail {
-    /// Reset the response.
-    Abort(String),
-    /// An item or event over the limit: an `ERROR` event for a watch, a reset for a list.
-    TooLarge(Error),
-}
-
-/// Streams `upstream` through a rewriter in a task; `initial` is decoded input already read.
-fn stream(
-    ctx: Ctx,
-    mut parts: http::response::Parts,
-    upstream: Counted<Body>,
-    dec: Option<Gunzip>,
-    initial: Vec<u8>,
-    kind: Kind,
-    to_client: Option<ByteCounter>,
-) -> Response<Body> {
-    let encode = dec.is_some() && ctx.client_gzip;
-    parts.headers.remove(header::CONTENT_LENGTH);
-    if encode {
-        parts
-            .headers
-            .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    } else {
-        parts.headers.remove(header::CONTENT_ENCODING);
-    }
-    let (tx, rx) = body::channel(CHANNEL_DEPTH);
-    tokio::spawn(pump(ctx, upstream, dec, initial, kind, encode, tx));
-    Response::from_parts(parts, body::boxed(Counted::new(rx, to_client)))
-}
-
-/// Output side of a stream: optional gzip, then the channel.
-struct Out {
-    tx: body::Sender,
-    enc: Option<GzEncoder<Vec<u8>>>,
-}
-
-impl Out {
-    /// Sends `data` (flushed through gzip when `flush`); false when the client is gone.
-    async fn send(&mut self, data: &mut Vec<u8>, flush: bool) -> bool {
-        let bytes = match &mut self.enc {
-            Some(e) => {
-                if e.write_all(data).is_err() || (flush && e.flush().is_err()) {
-                    return false;
-                }
-                data.clear();
-                std::mem::take(e.get_mut())
-            }
-            // Hand the bytes over and keep a buffer of the same size, so the next item or event
-            // is not written into an empty Vec that grows by reallocating.
-            None => take_keeping_capacity(data),
-        };
-        if bytes.is_empty() {
-            return true;
-        }
-        self.tx.send(Ok(Bytes::from(bytes))).await.is_ok()
-    }
-
-    /// Ends the body cleanly.
-    async fn close(mut self) {
-        if let Some(e) = self.enc.take()
-            && let Ok(tail) = e.finish()
-            && !tail.is_empty()
-        {
-            let _ = self.tx.send(Ok(Bytes::from(tail))).await;
-        }
-    }
-
-    /// Ends a stream that cannot go on: an item over the limit ends a watch with the events
-    /// complete so far and an `ERROR` event; anything else resets the response.
-    async fn fail(mut self, f: Fail, buf: &mut Vec<u8>, watch: bool) {
-        match f {
-            Fail::TooLarge(e) if watch => {
-                tracing::warn!(error = %e, "watch ended with an ERROR event");
-                buf.extend_from_slice(&e.watch_event());
-                if self.send(buf, true).await {
-                    self.close().await;
-                }
-            }
-            Fail::TooLarge(e) => self.abort(e.to_string()).await,
-            Fail::Abort(why) => self.abort(why).await,
-        }
-    }
-
-    /// Ends the body with an error: the client sees a reset, not an end.
-    async fn abort(self, why: String) {
-        tracing::warn!(error = %why, "response stream aborted");
-        let _ = self.tx.send(Err(Box::new(Aborted(why)))).await;
-    }
-}
-
-async fn pump(
-    ctx: Ctx,
-    mut upstream: Counted<Body>,
-    mut dec: Option<Gunzip>,
-    initial: Vec<u8>,
-    kind: Kind,
-    encode: bool,
-    tx: body::Sender,
-) {
-    let rules = Arc::clone(&ctx.rules);
-    let mut rw = match kind {
-        Kind::List => Rewriter::List(ctx.route.list_rewriter(&rules)),
-        Kind::Watch => Rewriter::Watch(ctx.route.watch_rewriter(&rules)),
-    };
-    let watch = kind == Kind::Watch;
-    let mut out = Out {
-        tx,
-        enc: encode.then(|| GzEncoder::new(Vec::new(), Compression::fast())),
-    };
-    let mut buf = Vec::with_capacity(if watch { 4096 } else { LIST_CHUNK * 2 });
-    let mut plain = Vec::new();
-    let mut cpu = Duration::ZERO;
-    let stop = ctx.shutdown.clone().cancelled();
-    tokio::pin!(stop);
-
-    let max_item = ctx.limits.max_item;
-    let t0 = Instant::now();
-    let first = rw
-        .feed(&initial, &mut buf)
-        .map_err(|e| Fail::Abort(format!("rewriting the response: {e}")))
-        .and_then(|()| rw.check(max_item));
-    cpu += t0.elapsed();
-    if let Err(f) = first {
-        ctx.rewrote(false, cpu);
-        return out.fail(f, &mut buf, watch).await;
-    }
-    drop(initial);
-    loop {
-        // Watch events leave as soon as upstream has nothing more at hand: events that have
-        // already arrived are taken first and sent together (one channel hand-off and one write
-        // for several events instead of one each), but none waits for a later one.
-        let at_hand = if watch && !buf.is_empty() && buf.len() < WATCH_BATCH {
-            frame_at_hand(&mut upstream).await
-        } else {
-            None
-        };
-        let frame = match at_hand {
-            Some(f) => f,
-            None => {
-                if !buf.is_empty() && (watch || buf.len() >= LIST_CHUNK) && !out.send(&mut buf, watch).await {
-                    return; // The client went away: dropping `upstream` cancels the request.
-                }
-                tokio::select! {
-                    biased;
-                    _ = out.tx.closed() => return,
-                    _ = &mut stop, if watch => {
-                        // Shutdown: end the watch cleanly after the last whole event; the client re-watches.
-                        ctx.rewrote(true, cpu);
-                        if out.send(&mut buf, true).await {
-                            out.close().await;
-                        }
-                        return;
-                    }
-                    f = upstream.frame() => f,
-                }
-            }
-        };
-        let data = match frame {
-            None => {
-                let t0 = Instant::now();
-                let mut res = Ok(());
-                if let Some(g) = dec.take() {
-                    plain.clear();
-                    res = g.finish(&mut plain).map_err(|e| format!("decoding gzip: {e}"));
-                    if res.is_ok() {
-                        res = rw
-                            .feed(&plain, &mut buf)
-                            .map_err(|e| format!("rewriting the response: {e}"));
-                    }
-                }
-                if res.is_ok() {
-                    res = rw
-                        .finish(&mut buf)
-                        .map_err(|e| format!("rewriting the response: {e}"));
-                }
-                cpu += t0.elapsed();
-                ctx.rewrote(res.is_ok(), cpu);
-                match res {
-                    Ok(()) => {
-                        if out.send(&mut buf, true).await {
-                            out.close().await;
-                        }
-                    }
-                    Err(e) => out.abort(e).await,
-                }
-                return;
-            }
-            Some(Err(e)) => {
-                ctx.rewrote(false, cpu);
-                let why = format!("reading the response from upstream: {e}");
-                if watch {
-                    // Upstream broke (kube-apiserver restarted): the whole events so far, an
-                    // ERROR event and a clean end, so the client re-lists as after any watch
-                    // error instead of reading a broken stream.
-                    tracing::warn!(error = %why, "watch ended with an ERROR event");
-                    buf.extend_from_slice(&crate::Error::Unavailable(why).watch_event());
-                    if out.send(&mut buf, true).await {
-                        out.close().await;
-                    }
-                    return;
-                }
-                return out.abort(why).await;
-            }
-            Some(Ok(f)) => match f.into_data() {
-                Ok(d) => d,
-                Err(_) => continue,
-            },
-        };
-        let t0 = Instant::now();
-        let res = rw.feed_checked(dec.as_mut(), &data, &mut plain, &mut buf, max_item);
-        cpu += t0.elapsed();
-        if let Err(f) = res {
-            ctx.rewrote(false, cpu);
-            return out.fail(f, &mut buf, watch).await;
-        }
-    }
-}
-
-/// The next frame of `body` if it is ready now; `None` when it would have to be waited for.
-async fn frame_at_hand<B>(body: &mut B) -> Option<Option<Result<http_body::Frame<Bytes>, B::Error>>>
-where
-    B: http_body::Body<Data = Bytes> + Unpin,
-{
-    std::future::poll_fn(|cx| match std::pin::Pin::new(&mut *body).poll_frame(cx) {
-        std::task::Poll::Ready(f) => std::task::Poll::Ready(Some(f)),
-        std::task::Poll::Pending => std::task::Poll::Ready(None),
-    })
-    .await
-}
-
-/// Takes the contents of `data`, leaving it empty with the same capacity.
-fn take_keeping_capacity(data: &mut Vec<u8>) -> Vec<u8> {
-    let cap = data.capacity();
-    std::mem::replace(data, Vec::with_capacity(cap))
-}
-
-/// Push-style gzip decoding.
-struct Gunzip {
-    dec: MultiGzDecoder<Vec<u8>>,
-}
-
-impl Gunzip {
-    fn new() -> Self {
-        Self {
-            dec: MultiGzDecoder::new(Vec::new()),
-        }
-    }
-
-    fn push(&mut self, data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
-        self.dec.write_all(data)?;
-        out.append(self.dec.get_mut());
-        Ok(())
-    }
-
-    /// Pushes `data` a slice at a time, failing once `out` is over `limit`.
-    fn push_sliced(&mut self, data: &[u8], out: &mut Vec<u8>, limit: usize) -> std::io::Result<()> {
-        for piece in data.chunks(GZ_SLICE) {
-            self.push(piece, out)?;
-            if out.len() > limit {
-                return Err(std::io::Error::other("inflated past the limit"));
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(self, out: &mut Vec<u8>) -> std::io::Result<()> {
-        let mut rest = self.dec.finish()?;
-        out.append(&mut rest);
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sending_keeps_the_buffer_capacity() {
-        let mut buf = Vec::with_capacity(8192);
-        buf.extend_from_slice(&[b'x'; 5000]);
-        let sent = take_keeping_capacity(&mut buf);
-        assert_eq!(sent.len(), 5000);
-        assert!(buf.is_empty());
-        assert!(buf.capacity() >= 8192, "{}", buf.capacity());
-    }
-
-    #[tokio::test]
-    async fn frames_at_hand_are_taken_without_waiting() {
-        let (tx, mut rx) = body::channel(4);
-        assert!(frame_at_hand(&mut rx).await.is_none(), "nothing sent yet");
-        tx.send(Ok(Bytes::from_static(b"{}\n"))).await.expect("send");
-        tx.send(Ok(Bytes::from_static(b"[]\n"))).await.expect("send");
-        for want in [&b"{}\n"[..], b"[]\n"] {
-            let f = frame_at_hand(&mut rx).await.expect("ready").expect("a frame");
-            assert_eq!(f.expect("data").into_data().expect("data"), want);
-        }
-        assert!(frame_at_hand(&mut rx).await.is_none(), "would wait");
-        drop(tx);
-        assert!(
-            matches!(frame_at_hand(&mut rx).await, Some(None)),
-            "the end is at hand"
-        );
-    }
-
-    #[tokio::test]
-    async fn out_send_keeps_the_buffer_capacity() {
-        let (tx, mut rx) = body::channel(4);
-        let mut out = Out { tx, enc: None };
-        let mut buf = Vec::with_capacity(LIST_CHUNK * 2);
-        for round in 0..3u8 {
-            buf.extend_from_slice(&[round; 1000]);
-            assert!(out.send(&mut buf, true).await);
-            assert!(buf.is_empty() && buf.capacity() >= LIST_CHUNK * 2);
-        }
-        drop(out);
-        let mut n = 0;
-        while let Some(f) = rx.frame().await {
-            let b = f.expect("a frame").into_data().expect("data");
-            assert_eq!(b.len(), 1000);
-            n += 1;
-        }
-        assert_eq!(n, 3);
     }
 }

@@ -89,10 +89,7 @@ fn kube_rs_watcher_and_api_through_the_layer() {
 
 async fn scenario(cp: &ControlPlane) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let layer = RewriteLayer::kubevirt().with_limits(Limits {
-        max_request_body: 64 << 10,
-        ..Limits::default()
-    });
+    let layer = RewriteLayer::kubevirt().with_limits(Limits::default().with_max_request_body(64 << 10));
     let client = client(cp.kubeconfig(), &layer).await;
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine"));
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);

@@ -417,10 +417,7 @@ async fn bodies_the_rules_cannot_rewrite_get_a_status() {
 
 #[tokio::test]
 async fn the_body_limit_holds_declared_or_not() {
-    let small = RewriteLayer::kubevirt().with_limits(Limits {
-        max_request_body: 64,
-        ..Limits::default()
-    });
+    let small = RewriteLayer::kubevirt().with_limits(Limits::default().with_max_request_body(64));
     let vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                     "metadata": {"name": "big", "annotations": {"a": "x".repeat(200)}}})
     .to_string();
@@ -461,10 +458,7 @@ async fn the_body_limit_holds_declared_or_not() {
 #[tokio::test]
 async fn a_streamed_body_over_the_limit_gets_413_on_pass_through_routes_too() {
     // Leases are not rewritten: the body is streamed on under the limit, not read first.
-    let small = RewriteLayer::kubevirt().with_limits(Limits {
-        max_request_body: 64,
-        ..Limits::default()
-    });
+    let small = RewriteLayer::kubevirt().with_limits(Limits::default().with_max_request_body(64));
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                        "metadata": {"name": "l", "annotations": {"a": "x".repeat(200)}}})
     .to_string();

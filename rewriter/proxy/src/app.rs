@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use kube_api_rewriter::ProxyMode;
 use kube_api_rewriter::Rules;
-use kube_api_rewriter::exchange::ProxyMode;
 
 use crate::config::Config;
 use crate::health::{self, Readiness};

@@ -261,11 +261,10 @@ pub struct Config {
 impl Config {
     /// The limits of the shared rewriting path.
     pub fn limits(&self) -> kube_api_rewriter_layer::Limits {
-        kube_api_rewriter_layer::Limits {
-            max_request_body: self.max_request_body,
-            max_item: self.max_item,
-            max_response: self.max_response,
-        }
+        kube_api_rewriter_layer::Limits::default()
+            .with_max_request_body(self.max_request_body)
+            .with_max_item(self.max_item)
+            .with_max_response(self.max_response)
     }
 }
 

@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
-use kube_api_rewriter::exchange::Route;
+use kube_api_rewriter::Route;
 
 /// The label value for anything over the bounds.
 pub const OTHER: &str = "OTHER";
@@ -111,8 +111,8 @@ fn resource_in(route: &Route, budget: &Budget) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube_api_rewriter::ProxyMode;
     use kube_api_rewriter::Rules;
-    use kube_api_rewriter::exchange::ProxyMode;
 
     fn route(method: &str, path: &str) -> Route {
         static RULES: OnceLock<Rules> = OnceLock::new();

@@ -6,11 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use kube_api_rewriter::exchange::{BodyMode, ProxyMode, ResponseBody, Route};
 use kube_api_rewriter::object::{self, Context, Outcome};
 use kube_api_rewriter::patch::{self, PatchType};
 use kube_api_rewriter::rules::{Source, generate};
-use kube_api_rewriter::stream::{ListRewriter, WatchRewriter};
+use kube_api_rewriter::stream::{ListRewriter, Shape, WatchRewriter, look_ahead};
+use kube_api_rewriter::{BodyMode, ProxyMode, ResponseBody, Route};
 use kube_api_rewriter::{Direction, Rules};
 use kube_api_rewriter_proxy::config::{LogConfig, LogFormat, LogOutput, ProxyArgs};
 
@@ -444,10 +444,8 @@ fn list_or_object(
     let mut eof = false;
     // Read until the top-level keys show whether this is a list.
     let is_list = loop {
-        match kube_api_rewriter::stream::sniff_list(&head) {
-            Some(v) => break v,
-            None if eof || head.len() > 4 << 20 => break false,
-            None => {}
+        if let Some(shape) = look_ahead(&head, eof) {
+            break shape == Shape::List;
         }
         let n = input.read(&mut chunk)?;
         if n == 0 {

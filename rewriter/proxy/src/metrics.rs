@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_api_rewriter::Direction;
-use kube_api_rewriter::exchange::Route;
+use kube_api_rewriter::Route;
 use kube_api_rewriter_layer::{ByteCounter, Decision, Flow, Observe, Side};
 
 use prometheus_client::collector::Collector;

@@ -14,7 +14,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::Limited;
 use hyper_util::rt::TokioIo;
-use kube_api_rewriter::exchange::{ProxyMode, Route};
+use kube_api_rewriter::{ProxyMode, Route};
 use kube_api_rewriter_layer::headers::{is_upgrade, strip_hop_by_hop};
 use kube_api_rewriter_layer::{Body, BoxError, Error, Exchange, Limits, body};
 
@@ -71,7 +71,7 @@ fn splices(route: &Route) -> bool {
     let sub = kube_api_rewriter::path::ApiPath::parse(&route.path)
         .subresource()
         .map(str::to_owned);
-    !route.rewrite || sub.is_some_and(|s| UPGRADE_SUBRESOURCES.contains(&s.as_str()))
+    !route.rewrite_bodies || sub.is_some_and(|s| UPGRADE_SUBRESOURCES.contains(&s.as_str()))
 }
 
 impl Proxy {
@@ -125,7 +125,7 @@ impl Proxy {
                 status: code.to_string(),
             })
             .observe(start.elapsed().as_secs_f64());
-        if route.rewrite || by_proxy {
+        if route.rewrite_bodies || by_proxy {
             tracing::info!(proxy = self.name, method = %route.method, path = %route.path, upstream = %route.upstream_path, status = code, "request");
         } else {
             tracing::debug!(proxy = self.name, method = %route.method, path = %route.path, status = code, "request");

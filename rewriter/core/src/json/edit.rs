@@ -12,19 +12,19 @@ struct Edit {
 /// Edits collected while walking a document. Spans never overlap. Replacement bytes share one
 /// buffer, so recording an edit does not allocate.
 #[derive(Debug, Default)]
-pub struct Edits {
+pub(crate) struct Edits {
     edits: Vec<Edit>,
     arena: Vec<u8>,
 }
 
 impl Edits {
     /// Records an edit.
-    pub fn replace(&mut self, start: usize, end: usize, text: Vec<u8>) {
+    pub(crate) fn replace(&mut self, start: usize, end: usize, text: Vec<u8>) {
         self.replace_slice(start, end, &text);
     }
 
     /// Records an edit whose replacement is `s` as a JSON string.
-    pub fn replace_quoted(&mut self, start: usize, end: usize, s: &str) {
+    pub(crate) fn replace_quoted(&mut self, start: usize, end: usize, s: &str) {
         let from = self.arena.len();
         super::scan::write_str(&mut self.arena, s);
         self.record(start, end, from);
@@ -32,7 +32,7 @@ impl Edits {
 
     /// Records an edit whose replacement is the concatenation of `parts` as a JSON string
     /// (written straight into the arena: nothing is allocated).
-    pub fn replace_quoted_parts(&mut self, start: usize, end: usize, parts: &[&str]) {
+    pub(crate) fn replace_quoted_parts(&mut self, start: usize, end: usize, parts: &[&str]) {
         let from = self.arena.len();
         self.arena.push(b'"');
         for p in parts {
@@ -45,7 +45,7 @@ impl Edits {
     /// Like [`Edits::replace_quoted_parts`] with `parts` written as they are: the caller knows
     /// they are valid JSON string content already (from unescaped input, from rules without
     /// characters to escape, or escaped by hand).
-    pub fn replace_plain_parts(&mut self, start: usize, end: usize, parts: &[&str]) {
+    pub(crate) fn replace_plain_parts(&mut self, start: usize, end: usize, parts: &[&str]) {
         let from = self.arena.len();
         self.arena.push(b'"');
         for p in parts {
@@ -56,7 +56,7 @@ impl Edits {
     }
 
     /// Records an edit whose replacement is `text`.
-    pub fn replace_slice(&mut self, start: usize, end: usize, text: &[u8]) {
+    pub(crate) fn replace_slice(&mut self, start: usize, end: usize, text: &[u8]) {
         let from = self.arena.len();
         self.arena.extend_from_slice(text);
         self.record(start, end, from);
@@ -64,7 +64,13 @@ impl Edits {
 
     /// `input[start..end]` with the edits recorded after `mark` applied (they must lie inside
     /// it), or `None` when there are none.
-    pub fn render_since(&self, mark: usize, input: &[u8], start: usize, end: usize) -> Option<Vec<u8>> {
+    pub(crate) fn render_since(
+        &self,
+        mark: usize,
+        input: &[u8],
+        start: usize,
+        end: usize,
+    ) -> Option<Vec<u8>> {
         let mut recent: Vec<&Edit> = self.edits.get(mark..)?.iter().collect();
         if recent.is_empty() {
             return None;
@@ -91,45 +97,33 @@ impl Edits {
     }
 
     /// Removes a span.
-    pub fn delete(&mut self, start: usize, end: usize) {
+    pub(crate) fn delete(&mut self, start: usize, end: usize) {
         self.replace(start, end, Vec::new());
     }
 
     /// Forgets every edit, keeping the buffers for reuse.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.edits.clear();
         self.arena.clear();
     }
 
     /// Number of edits (a mark for [`Edits::truncate`]).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.edits.len()
     }
 
     /// True when nothing was edited.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.edits.is_empty()
     }
 
     /// Forgets edits recorded after `mark`.
-    pub fn truncate(&mut self, mark: usize) {
+    pub(crate) fn truncate(&mut self, mark: usize) {
         self.edits.truncate(mark);
     }
 
-    /// Drops edits inside `[start, end)` recorded after `mark`.
-    pub fn discard_within(&mut self, mark: usize, start: usize, end: usize) {
-        let mut i = mark;
-        while i < self.edits.len() {
-            if self.edits[i].start >= start && self.edits[i].end <= end {
-                self.edits.remove(i);
-            } else {
-                i += 1;
-            }
-        }
-    }
-
     /// Writes `input[from..to]` with the edits applied into `out`.
-    pub fn apply_range(&mut self, input: &[u8], from: usize, to: usize, out: &mut Vec<u8>) {
+    pub(crate) fn apply_range(&mut self, input: &[u8], from: usize, to: usize, out: &mut Vec<u8>) {
         self.edits.sort_by_key(|e| e.start);
         let mut at = from;
         for e in self.edits.iter().filter(|e| e.start >= from && e.end <= to) {

@@ -6,7 +6,7 @@
 
 /// Boundary finder for one value at a time.
 #[derive(Debug, Default, Clone)]
-pub struct Framer {
+pub(crate) struct Framer {
     depth: u32,
     in_str: bool,
     esc: bool,
@@ -26,7 +26,7 @@ impl Framer {
     /// Scans from `*pos` (where a value starts, whitespace already skipped) and returns the end
     /// of the value if it is complete in `buf`; `*pos` is where scanning stopped. With `eof`, a
     /// trailing scalar ends at the end of the input.
-    pub fn advance(&mut self, buf: &[u8], pos: &mut usize, eof: bool) -> Option<usize> {
+    pub(crate) fn advance(&mut self, buf: &[u8], pos: &mut usize, eof: bool) -> Option<usize> {
         if self.mode == Mode::Idle {
             let &b = buf.get(*pos)?;
             *pos += 1;

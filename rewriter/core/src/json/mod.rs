@@ -1,8 +1,8 @@
 //! JSON plumbing: a validating span scanner, byte edits, and a boundary finder for streams.
 
-pub mod edit;
-pub mod frame;
-pub mod scan;
+pub(crate) mod edit;
+pub(crate) mod frame;
+pub(crate) mod scan;
 
-pub use edit::Edits;
-pub use scan::{RawStr, Scanner, Str};
+pub(crate) use edit::Edits;
+pub(crate) use scan::{Scanner, Str};

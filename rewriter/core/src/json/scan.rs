@@ -12,22 +12,22 @@ use crate::error::JsonError;
 
 /// Nesting this deep is rejected where the document is walked, as serde_json does (127 levels
 /// pass).
-pub const MAX_DEPTH: u32 = 128;
+pub(crate) const MAX_DEPTH: u32 = 128;
 
 /// Deepest nesting accepted inside a skipped subtree, counted from where the scanner started:
 /// kube-apiserver's own limit (Go's `encoding/json`, `maxNestingDepth`), so arbitrary JSON the
 /// server stores (`ControllerRevision.data`, CR fields without a schema) is never refused here.
-pub const MAX_SKIP_DEPTH: u32 = 10_000;
+pub(crate) const MAX_SKIP_DEPTH: u32 = 10_000;
 
 /// Levels one skip loop tracks in its register.
 const REGISTER_LEVELS: u32 = u128::BITS;
 
 /// Result of scanner operations.
-pub type Result<T, E = JsonError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = JsonError> = std::result::Result<T, E>;
 
 /// A cursor over a JSON document held in memory.
 #[derive(Clone)]
-pub struct Scanner<'a> {
+pub(crate) struct Scanner<'a> {
     buf: &'a [u8],
     pos: usize,
     depth: u32,
@@ -37,41 +37,41 @@ pub struct Scanner<'a> {
 
 /// A string token: its span (quotes included) and its decoded text.
 #[derive(Debug, Clone)]
-pub struct Str<'a> {
+pub(crate) struct Str<'a> {
     /// Offset of the opening quote.
-    pub start: usize,
+    pub(crate) start: usize,
     /// Offset one past the closing quote.
-    pub end: usize,
+    pub(crate) end: usize,
     /// Decoded text.
-    pub text: Cow<'a, str>,
+    pub(crate) text: Cow<'a, str>,
 }
 
 /// A string token read without decoding: its span (quotes included) and its bytes between the
 /// quotes. Without escapes, those bytes are the text (valid UTF-8, checked by the scan).
 #[derive(Debug, Clone, Copy)]
-pub struct RawStr<'a> {
+pub(crate) struct RawStr<'a> {
     /// Offset of the opening quote.
-    pub start: usize,
+    pub(crate) start: usize,
     /// Offset one past the closing quote.
-    pub end: usize,
+    pub(crate) end: usize,
     /// The bytes between the quotes.
-    pub raw: &'a [u8],
+    pub(crate) raw: &'a [u8],
     /// The string has backslash escapes (`raw` is not its text).
-    pub escaped: bool,
+    pub(crate) escaped: bool,
 }
 
 impl RawStr<'_> {
     /// True when the string's text is `s` (decided without decoding when it has no escapes;
     /// an escaped string never equals `s` here, callers decode those).
     #[inline]
-    pub fn is(&self, s: &str) -> bool {
+    pub(crate) fn is(&self, s: &str) -> bool {
         !self.escaped && self.raw == s.as_bytes()
     }
 }
 
 impl<'a> Scanner<'a> {
     /// A scanner at the start of `buf`.
-    pub fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         Self {
             buf,
             pos: 0,
@@ -81,7 +81,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// A scanner whose error offsets are shifted by `base`.
-    pub fn with_base(buf: &'a [u8], base: usize) -> Self {
+    pub(crate) fn with_base(buf: &'a [u8], base: usize) -> Self {
         Self {
             buf,
             pos: 0,
@@ -91,22 +91,22 @@ impl<'a> Scanner<'a> {
     }
 
     /// The whole input.
-    pub fn input(&self) -> &'a [u8] {
+    pub(crate) fn input(&self) -> &'a [u8] {
         self.buf
     }
 
     /// Current offset.
-    pub fn pos(&self) -> usize {
+    pub(crate) fn pos(&self) -> usize {
         self.pos
     }
 
     /// Moves to `pos` (which must be a token boundary).
-    pub fn seek(&mut self, pos: usize) {
+    pub(crate) fn seek(&mut self, pos: usize) {
         self.pos = pos;
     }
 
     /// An error at the current position.
-    pub fn err(&self, msg: &'static str) -> JsonError {
+    pub(crate) fn err(&self, msg: &'static str) -> JsonError {
         JsonError {
             offset: self.base + self.pos,
             msg,
@@ -124,7 +124,7 @@ impl<'a> Scanner<'a> {
 
     /// Skips whitespace.
     #[inline]
-    pub fn ws(&mut self) {
+    pub(crate) fn ws(&mut self) {
         while let Some(&b) = self.buf.get(self.pos) {
             if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
                 self.pos += 1;
@@ -136,14 +136,14 @@ impl<'a> Scanner<'a> {
 
     /// The next non-whitespace byte, not consumed.
     #[inline]
-    pub fn peek(&mut self) -> Result<u8> {
+    pub(crate) fn peek(&mut self) -> Result<u8> {
         self.ws();
         self.buf.get(self.pos).copied().ok_or_else(|| self.eof())
     }
 
     /// Consumes `b` (after whitespace) or fails.
     #[inline]
-    pub fn expect(&mut self, b: u8, msg: &'static str) -> Result<()> {
+    pub(crate) fn expect(&mut self, b: u8, msg: &'static str) -> Result<()> {
         if self.peek()? == b {
             self.pos += 1;
             Ok(())
@@ -153,7 +153,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Checks that only whitespace is left.
-    pub fn end(&mut self) -> Result<()> {
+    pub(crate) fn end(&mut self) -> Result<()> {
         self.ws();
         if self.pos == self.buf.len() {
             Ok(())
@@ -172,7 +172,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Opens an object: consumes `{`. Then call [`Scanner::next_key`] until it returns `None`.
-    pub fn begin_object(&mut self) -> Result<()> {
+    pub(crate) fn begin_object(&mut self) -> Result<()> {
         self.expect(b'{', "expected `{`")?;
         self.enter()
     }
@@ -208,7 +208,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// The next key of an object (its `:` consumed), or `None` after the closing `}`.
-    pub fn next_key(&mut self, first: &mut bool) -> Result<Option<Str<'a>>> {
+    pub(crate) fn next_key(&mut self, first: &mut bool) -> Result<Option<Str<'a>>> {
         match self.next_key_raw(first)? {
             Some(raw) => self.decode(&raw).map(Some),
             None => Ok(None),
@@ -218,7 +218,7 @@ impl<'a> Scanner<'a> {
     /// Like [`Scanner::next_key`] without decoding the key: its raw bytes (between the quotes,
     /// escapes as written), or `None` after the closing `}`.
     #[inline]
-    pub fn next_key_raw(&mut self, first: &mut bool) -> Result<Option<RawStr<'a>>> {
+    pub(crate) fn next_key_raw(&mut self, first: &mut bool) -> Result<Option<RawStr<'a>>> {
         // Compact JSON first: `,"key":` (or `"key":` for the first member) with a plain key.
         let buf = self.buf;
         let start = self.pos + usize::from(!*first);
@@ -255,7 +255,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Decodes a string read raw.
-    pub fn decode(&self, s: &RawStr<'a>) -> Result<Str<'a>> {
+    pub(crate) fn decode(&self, s: &RawStr<'a>) -> Result<Str<'a>> {
         let text = if s.escaped {
             Cow::Owned(unescape(s.raw).map_err(|(i, msg)| JsonError {
                 offset: self.base + s.start + 1 + i,
@@ -277,20 +277,20 @@ impl<'a> Scanner<'a> {
     }
 
     /// Opens an array: consumes `[`. Then call [`Scanner::next_elem`] until it returns false.
-    pub fn begin_array(&mut self) -> Result<()> {
+    pub(crate) fn begin_array(&mut self) -> Result<()> {
         self.expect(b'[', "expected `[`")?;
         self.enter()
     }
 
     /// Moves to the next element; false after the closing `]`.
-    pub fn next_elem(&mut self, first: &mut bool) -> Result<bool> {
+    pub(crate) fn next_elem(&mut self, first: &mut bool) -> Result<bool> {
         let more = self.step(first, b']', "expected `,` or `]`")?;
         self.ws();
         Ok(more)
     }
 
     /// Reads a string value and decodes it.
-    pub fn string(&mut self) -> Result<Str<'a>> {
+    pub(crate) fn string(&mut self) -> Result<Str<'a>> {
         if self.peek()? != b'"' {
             return Err(self.err("expected a string"));
         }
@@ -311,7 +311,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Reads a string if the next value is one; otherwise skips the value and returns `None`.
-    pub fn string_or_skip(&mut self) -> Result<Option<Str<'a>>> {
+    pub(crate) fn string_or_skip(&mut self) -> Result<Option<Str<'a>>> {
         if self.peek()? == b'"' {
             self.string().map(Some)
         } else {
@@ -444,7 +444,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Skips any value, validating it. Returns its span.
-    pub fn skip_value(&mut self) -> Result<(usize, usize)> {
+    pub(crate) fn skip_value(&mut self) -> Result<(usize, usize)> {
         let b = self.peek()?;
         let start = self.pos;
         match b {
@@ -627,11 +627,6 @@ impl<'a> Scanner<'a> {
         res
     }
 
-    /// True if the next value is `null` (not consumed).
-    pub fn at_null(&mut self) -> Result<bool> {
-        Ok(self.peek()? == b'n')
-    }
-
     fn literal(&mut self, lit: &'static [u8]) -> Result<()> {
         let end = self.pos + lit.len();
         if self.buf.len() < end {
@@ -779,7 +774,7 @@ fn hex4(h: &[u8]) -> u32 {
 }
 
 /// Writes `s` as a JSON string (escaping only what JSON requires).
-pub fn write_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     escape_into(out, s);
     out.push(b'"');
@@ -787,13 +782,13 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
 
 /// True when `s` has a byte JSON strings escape (`"`, `\\`, control characters).
 #[inline]
-pub fn needs_escape(s: &str) -> bool {
+pub(crate) fn needs_escape(s: &str) -> bool {
     s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// Appends `s` escaped for the inside of a JSON string (no quotes).
 #[inline]
-pub fn escape_into(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn escape_into(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     if !needs_escape(s) {
         out.extend_from_slice(bytes);
@@ -823,7 +818,7 @@ pub fn escape_into(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Returns `s` as a JSON string literal.
-pub fn quote(s: &str) -> Vec<u8> {
+pub(crate) fn quote(s: &str) -> Vec<u8> {
     let mut v = Vec::with_capacity(s.len() + 2);
     write_str(&mut v, s);
     v

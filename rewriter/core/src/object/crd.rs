@@ -9,11 +9,11 @@ use crate::rules::{ResourceRule, Rules};
 
 /// The CRD being walked: its original group and plural.
 #[derive(Debug, Clone)]
-pub struct CrdTarget {
+pub(crate) struct CrdTarget {
     /// Original group.
-    pub group: String,
+    pub(crate) group: String,
     /// Original plural.
-    pub plural: String,
+    pub(crate) plural: String,
 }
 
 impl<'r, 'a> Walker<'r, 'a> {
@@ -66,7 +66,7 @@ impl<'r, 'a> Walker<'r, 'a> {
 }
 
 /// New `metadata.name` of the CRD.
-pub fn name(rules: &Rules, dir: Direction, g: &crate::rules::Group, r: &ResourceRule) -> String {
+pub(crate) fn name(rules: &Rules, dir: Direction, g: &crate::rules::Group, r: &ResourceRule) -> String {
     match dir {
         Direction::Rename => format!("{}{}.{}", rules.resource_prefix, r.plural, g.renamed),
         Direction::Restore => format!("{}.{}", r.plural, g.original),
@@ -74,7 +74,7 @@ pub fn name(rules: &Rules, dir: Direction, g: &crate::rules::Group, r: &Resource
 }
 
 /// Sets `spec.names` / `status.acceptedNames` from the rule.
-pub fn names(rules: &Rules, dir: Direction, r: &ResourceRule, v: &mut Value) -> bool {
+pub(crate) fn names(rules: &Rules, dir: Direction, r: &ResourceRule, v: &mut Value) -> bool {
     let Some(obj) = v.as_object_mut() else {
         return false;
     };
@@ -121,7 +121,7 @@ pub fn names(rules: &Rules, dir: Direction, r: &ResourceRule, v: &mut Value) -> 
 
 /// A Table of CRDs (`kubectl get crd`): row names and cells follow the CRD names; rows of
 /// original-group CRDs (a real KubeVirt install) are dropped when restoring.
-pub fn table(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
+pub(crate) fn table(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
     let Some(rows) = v.get_mut("rows").and_then(Value::as_array_mut) else {
         return false;
     };

@@ -9,7 +9,7 @@ use crate::Direction;
 use crate::rules::{Group, Rules};
 
 /// Restores a discovery document in place; true if anything changed.
-pub fn rewrite(rules: &Rules, dir: Direction, v: &mut Value, hint: Option<&str>) -> bool {
+pub(crate) fn rewrite(rules: &Rules, dir: Direction, v: &mut Value, hint: Option<&str>) -> bool {
     if dir == Direction::Rename {
         return false;
     }

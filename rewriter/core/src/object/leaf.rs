@@ -5,10 +5,10 @@ use serde_json::Value;
 
 use super::Walker;
 use super::crd;
-use super::plan::Leaf;
 use crate::Direction;
 use crate::error::{Error, Result};
 use crate::json::scan::quote;
+use crate::rules::plan::Leaf;
 
 impl<'r, 'a> Walker<'r, 'a> {
     /// Leaves that depend on context; `false` if `l` is not one of them.
@@ -65,8 +65,13 @@ fn group_version_kind(w: &Walker<'_, '_>, v: &mut Value) -> bool {
     let Some(o) = v.as_object_mut() else { return false };
     let group = o.get("group").and_then(Value::as_str).map(str::to_owned);
     let kind = o.get("kind").and_then(Value::as_str).map(str::to_owned);
-    let (ng, nk) =
-        super::walk::rewrite_group_kind(w.rules, w.dir, group.as_deref(), kind.as_deref(), w.group_hint);
+    let (ng, nk) = crate::rules::gvk::rewrite_group_kind(
+        w.rules,
+        w.dir,
+        group.as_deref(),
+        kind.as_deref(),
+        w.group_hint,
+    );
     let mut changed = false;
     if let (Some(ng), Some(og)) = (ng, group) {
         if let Some(ver) = o.get("version").and_then(Value::as_str).map(str::to_owned) {

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use super::plan::{Leaf, Which};
 use crate::rules::names::WordHasher;
+use crate::rules::plan::{Leaf, Which};
 
 /// Leaves longer than this are not remembered.
 const MAX_LEAF: usize = 2048;
@@ -22,7 +22,7 @@ type Map = HashMap<Box<[u8]>, Option<Box<[u8]>>, BuildHasherDefault<WordHasher>>
 /// Remembered leaf rewrites of one direction: for each raw leaf, its rewritten bytes (`None`:
 /// unchanged).
 #[derive(Debug, Default)]
-pub struct Memo {
+pub(crate) struct Memo {
     maps: [Map; SLOTS],
     bytes: usize,
 }

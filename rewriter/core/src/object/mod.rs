@@ -15,17 +15,16 @@
 pub(crate) mod crd;
 mod discovery;
 mod leaf;
-pub mod memo;
-pub mod plan;
+pub(crate) mod memo;
 mod status;
 mod table;
-pub mod walk;
+pub(crate) mod walk;
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 
-pub use walk::Walker;
+pub(crate) use walk::Walker;
 
 use crate::Direction;
 use crate::error::Result;
@@ -86,18 +85,18 @@ pub fn rewrite<'a>(rules: &Rules, dir: Direction, input: &'a [u8], ctx: &Context
 
 /// What the caller knows about an object about to be walked.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Hint<'h> {
+pub(crate) struct Hint<'h> {
     /// Kind to assume when the object has none.
     pub kind: Option<&'h str>,
     /// apiVersion to assume when the object has none.
-    pub api_version: Option<&'h str>,
+    pub(crate) api_version: Option<&'h str>,
     /// A top-level object (or list item): excludes apply.
-    pub top: bool,
+    pub(crate) top: bool,
 }
 
 /// Whether an object stays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Keep it (rewritten).
     Keep,
     /// Drop it.
@@ -212,7 +211,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     }
 
     /// Rewrites the object at the current position, dispatching on its kind.
-    pub fn object(&mut self, hint: &Hint<'_>) -> Result<Verdict> {
+    pub(crate) fn object(&mut self, hint: &Hint<'_>) -> Result<Verdict> {
         if self.sc.peek()? != b'{' {
             self.sc.skip_value()?;
             return Ok(Verdict::Keep);
@@ -227,7 +226,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         let (og, ok) = match self.dir {
             Direction::Rename => (group, kind),
             Direction::Restore => {
-                match walk::restore_group_kind(self.rules, group, Some(kind), self.group_hint) {
+                match crate::rules::gvk::restore_group_kind(self.rules, group, Some(kind), self.group_hint) {
                     Some((g, k)) => (g.original.as_str(), k.unwrap_or(kind)),
                     None => (group, kind),
                 }
@@ -295,7 +294,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         let k = kind.as_ref().map(|k| k.text.as_ref());
         let v = version.as_ref().map(|v| v.text.as_ref());
-        let (nv, nk) = walk::rewrite_gvk(self.rules, self.dir, v, k, self.group_hint);
+        let (nv, nk) = crate::rules::gvk::rewrite_gvk(self.rules, self.dir, v, k, self.group_hint);
         if let (Some(s), Some(n)) = (version, nv) {
             self.edits.replace_quoted(s.start, s.end, &n);
         }
@@ -349,7 +348,7 @@ pub(crate) fn drop_elements(edits: &mut crate::json::Edits, spans: &[(usize, usi
 }
 
 /// `group/version` → (group, version); core `v1` → ("", "v1").
-pub fn split_api_version(av: &str) -> (&str, &str) {
+pub(crate) fn split_api_version(av: &str) -> (&str, &str) {
     av.split_once('/').unwrap_or(("", av))
 }
 

@@ -6,7 +6,7 @@ use crate::Direction;
 use crate::rules::Rules;
 
 /// Restores the names in a Status; renaming leaves it alone (clients do not send Status).
-pub fn restore(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
+pub(crate) fn restore(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
     if dir == Direction::Rename {
         return false;
     }
@@ -76,7 +76,7 @@ pub fn restore(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
 }
 
 /// Replaces renamed resource, kind and group names in free text, whole words only.
-pub fn restore_text(rules: &Rules, text: &str) -> String {
+pub(crate) fn restore_text(rules: &Rules, text: &str) -> String {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for g in rules.groups() {
         for r in g.resources.values() {

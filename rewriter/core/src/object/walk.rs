@@ -6,48 +6,51 @@ use std::ops::Range;
 use serde_json::Value;
 
 use super::memo::{self, Memo};
-use super::plan::{Gvk, Leaf, Node, ObjNode, Which};
 use crate::Direction;
 use crate::error::Result;
 use crate::json::scan::{needs_escape, quote, write_str};
 use crate::json::{Edits, Scanner, Str};
 use crate::rules::Rules;
+use crate::rules::gvk::{
+    policy_rule, resource_attributes, restore_group_kind, rewrite_group, rewrite_group_kind, rewrite_gvk,
+};
 use crate::rules::names::Pieces;
+use crate::rules::plan::{Gvk, Leaf, Node, ObjNode, Which};
 
 /// Walks one document (or a part of one) and collects edits.
-pub struct Walker<'r, 'a> {
+pub(crate) struct Walker<'r, 'a> {
     /// The rules.
-    pub rules: &'r Rules,
+    pub(crate) rules: &'r Rules,
     /// Which way names go.
-    pub dir: Direction,
+    pub(crate) dir: Direction,
     /// The scanner over the document.
-    pub sc: Scanner<'a>,
+    pub(crate) sc: Scanner<'a>,
     /// Collected edits.
-    pub edits: Edits,
+    pub(crate) edits: Edits,
     /// Original group of the request, for renamed groups shared by several original ones.
-    pub group_hint: Option<&'r str>,
+    pub(crate) group_hint: Option<&'r str>,
     /// Original (group, kind) of the object a patch applies to (admission responses).
-    pub kind_hint: Option<(&'r str, &'r str)>,
+    pub(crate) kind_hint: Option<(&'r str, &'r str)>,
     /// The CRD being walked.
     pub(crate) crd: Option<super::crd::CrdTarget>,
     /// Leaf rewrites remembered by their bytes (kept across the items of a stream).
-    pub memo: Memo,
+    pub(crate) memo: Memo,
     /// Buffers reused from map to map (kept across the items of a stream).
-    pub scratch: Scratch,
+    pub(crate) scratch: Scratch,
     /// Table rows' `object` becomes `null` (see [`super::Context::strip_row_objects`]).
-    pub strip_row_objects: bool,
+    pub(crate) strip_row_objects: bool,
 }
 
 /// Buffers a walk reuses instead of allocating for each label or annotation map.
 #[derive(Debug, Default)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     names: String,
     entries: Vec<MapEntry>,
 }
 
 impl<'r, 'a> Walker<'r, 'a> {
     /// A walker over `input`.
-    pub fn new(rules: &'r Rules, dir: Direction, input: &'a [u8]) -> Self {
+    pub(crate) fn new(rules: &'r Rules, dir: Direction, input: &'a [u8]) -> Self {
         Self {
             rules,
             dir,
@@ -63,7 +66,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     }
 
     /// The input with the edits applied.
-    pub fn output(&mut self) -> Cow<'a, [u8]> {
+    pub(crate) fn output(&mut self) -> Cow<'a, [u8]> {
         let input = self.sc.input();
         if self.edits.is_empty() {
             return Cow::Borrowed(input);
@@ -78,7 +81,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     }
 
     /// Rewrites the value at the current position by `node`.
-    pub fn node(&mut self, node: &Node) -> Result<()> {
+    pub(crate) fn node(&mut self, node: &Node) -> Result<()> {
         match node {
             Node::Obj(o) => self.obj(o),
             Node::Leaf(l) => self.leaf(*l),
@@ -205,7 +208,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     /// Rewrites the name `s` in place (as an edit) if a rule fires on it.
     fn rename_str(&mut self, w: Which, s: &Str<'a>) {
         let rules = self.names(w);
-        if let Some((p, _)) = rules.pieces(self.restore(), &s.text, "")
+        if let Some((p, _)) = rules.pieces(self.dir, &s.text, "")
             && !p.eq_str(&s.text)
         {
             if rules.is_plain() && matches!(s.text, Cow::Borrowed(_)) {
@@ -265,7 +268,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             Leaf::Name(w) => self.name_value(w),
             Leaf::ApiVersion => {
                 if let Some(s) = self.sc.string_or_skip()?
-                    && let Some(p) = self.rules.api_version_parts(self.restore(), &s.text, None)
+                    && let Some(p) = self.rules.api_version_parts(self.dir, &s.text, None)
                     && !Pieces(p).eq_str(&s.text)
                 {
                     self.edits.replace_quoted_parts(s.start, s.end, &p);
@@ -321,7 +324,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         self.sc.begin_object()?;
         let mut first = true;
         let rules = self.names(w);
-        let restore = self.restore();
+        let dir = self.dir;
         // Every entry's final name (and new value) as ranges of `names`, and its value's span.
         let Scratch {
             mut names,
@@ -354,7 +357,7 @@ impl<'r, 'a> Walker<'r, 'a> {
             };
             let value_text = vstr.as_ref().map_or("", |v| v.text.as_ref());
             let mut new_value = None;
-            match rules.pieces(restore, &key.text, value_text) {
+            match rules.pieces(dir, &key.text, value_text) {
                 None => names.push_str(&key.text),
                 Some((p, nv)) => {
                     p.0.iter().for_each(|x| names.push_str(x));
@@ -435,7 +438,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         self.sc.begin_object()?;
         let mut first = true;
         let rules = self.names(w);
-        let restore = self.restore();
+        let dir = self.dir;
         while let Some(raw) = self.sc.next_key_raw(&mut first)? {
             self.sc.skip_value()?;
             if values {
@@ -462,7 +465,7 @@ impl<'r, 'a> Walker<'r, 'a> {
                         &owned
                     }
                 };
-                let Some((p, _)) = rules.pieces(restore, name, "") else {
+                let Some((p, _)) = rules.pieces(dir, name, "") else {
                     continue;
                 };
                 if p.eq_str(name) {
@@ -484,7 +487,7 @@ impl<'r, 'a> Walker<'r, 'a> {
                 let Some(name) = key.text.strip_prefix("f:") else {
                     continue;
                 };
-                let Some((p, _)) = rules.pieces(restore, name, "") else {
+                let Some((p, _)) = rules.pieces(dir, name, "") else {
                     continue;
                 };
                 if !p.eq_str(name) {
@@ -532,7 +535,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         let vals: Vec<String> = values.iter().map(|v| v.text.to_string()).collect();
         let (nk, nv) = self
             .names(Which::Labels)
-            .rewrite_requirement(self.restore(), &key.text, &vals);
+            .rewrite_requirement(self.dir, &key.text, &vals);
         if nk != key.text {
             self.edits.replace_quoted(key.start, key.end, &nk);
         }
@@ -571,260 +574,6 @@ fn directive_field(key: &str) -> Option<&str> {
     key.strip_prefix("$setElementOrder/")
         .or_else(|| key.strip_prefix("$deleteFromPrimitiveList/"))
         .or_else(|| key.strip_prefix("$retainKeys/"))
-}
-
-/// Rewrites an (`apiVersion`, `kind`) pair; `None` where a part is unchanged.
-pub fn rewrite_gvk(
-    rules: &Rules,
-    dir: Direction,
-    api_version: Option<&str>,
-    kind: Option<&str>,
-    group_hint: Option<&str>,
-) -> (Option<String>, Option<String>) {
-    let Some(av) = api_version else {
-        return (None, None);
-    };
-    let (group, version) = av.split_once('/').unwrap_or(("", av));
-    let (g, k) = rewrite_group_kind(rules, dir, Some(group), kind, group_hint);
-    let new_av = g.map(|g| {
-        let grp = match dir {
-            Direction::Rename => rules.group(group),
-            Direction::Restore => rules.groups().iter().find(|x| x.original == g),
-        };
-        let v = match (dir, grp) {
-            (Direction::Rename, Some(grp)) => grp.rename_version(version),
-            (Direction::Restore, Some(grp)) => grp.restore_version(version),
-            _ => version,
-        };
-        format!("{g}/{v}")
-    });
-    (new_av, k)
-}
-
-/// Rewrites a (`group`, `kind`) pair; `None` where a part is unchanged.
-pub fn rewrite_group_kind(
-    rules: &Rules,
-    dir: Direction,
-    group: Option<&str>,
-    kind: Option<&str>,
-    group_hint: Option<&str>,
-) -> (Option<String>, Option<String>) {
-    let Some(group) = group else { return (None, None) };
-    match dir {
-        Direction::Rename => {
-            let Some(grp) = rules.group(group) else {
-                return (None, None);
-            };
-            let k = kind
-                .filter(|k| grp.resource_by_kind(k).is_some())
-                .map(|k| format!("{}{k}", rules.kind_prefix));
-            (Some(grp.renamed.clone()), k)
-        }
-        Direction::Restore => match restore_group_kind(rules, group, kind, group_hint) {
-            Some((g, k)) => (Some(g.original.clone()), k.map(str::to_owned)),
-            None => (None, None),
-        },
-    }
-}
-
-/// A renamed (`group`, `kind`) pair restored without allocating: the original group and, when
-/// the kind is one of its renamed kinds, the original kind. `None` for groups not renamed.
-pub fn restore_group_kind<'r, 'k>(
-    rules: &'r Rules,
-    group: &str,
-    kind: Option<&'k str>,
-    group_hint: Option<&str>,
-) -> Option<(&'r crate::rules::Group, Option<&'k str>)> {
-    let first = rules.groups_renamed_to(group).next()?;
-    let Some(kind) = kind else {
-        let hinted = group_hint
-            .and_then(|h| rules.group(h))
-            .filter(|g| g.renamed == group);
-        return Some((hinted.unwrap_or(first), None));
-    };
-    let stripped = kind.strip_prefix(rules.kind_prefix.as_str());
-    Some(match rules.group_with_kind(group, stripped.unwrap_or(kind)) {
-        // The group has the kind, so a prefixed kind restores to it.
-        Some(g) => (g, stripped),
-        None => (first, None),
-    })
-}
-
-/// Rewrites a bare group name.
-pub fn rewrite_group<'s>(rules: &'s Rules, dir: Direction, g: &'s str, hint: Option<&str>) -> &'s str {
-    match dir {
-        Direction::Rename => rules.rename_group(g).unwrap_or(g),
-        Direction::Restore => {
-            if let Some(h) = hint.and_then(|h| rules.group(h)).filter(|x| x.renamed == g) {
-                return &h.original;
-            }
-            rules
-                .restore_group_for(g, None)
-                .map_or(g, |x| x.original.as_str())
-        }
-    }
-}
-
-/// Rewrites a resource name (`plural` or `plural/sub`) of a group given on the input side.
-pub fn rewrite_resource(rules: &Rules, dir: Direction, input_group: &str, res: &str) -> Option<String> {
-    let (plural, sub) = match res.split_once('/') {
-        Some((p, s)) => (p, Some(s)),
-        None => (res, None),
-    };
-    let new = match dir {
-        Direction::Rename => {
-            let g = rules.group(input_group)?;
-            g.resources.get(plural)?;
-            format!("{}{plural}", rules.resource_prefix)
-        }
-        Direction::Restore => {
-            let stripped = plural.strip_prefix(rules.resource_prefix.as_str())?;
-            rules
-                .groups_renamed_to(input_group)
-                .find(|g| g.resources.contains_key(stripped))?;
-            stripped.to_owned()
-        }
-    };
-    Some(match sub {
-        Some(s) => format!("{new}/{s}"),
-        None => new,
-    })
-}
-
-/// An RBAC `PolicyRule` or an admission `RuleWithOperations`: groups and resources together.
-pub fn policy_rule(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
-    let Some(obj) = v.as_object_mut() else {
-        return false;
-    };
-    let groups: Vec<String> = obj
-        .get("apiGroups")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|g| g.as_str().map(str::to_owned)).collect())
-        .unwrap_or_default();
-    let ruled = |g: &str| match dir {
-        Direction::Rename => rules.group(g).is_some(),
-        Direction::Restore => rules.is_renamed_group(g),
-    };
-    if !groups.iter().any(|g| ruled(g) || g == "*") {
-        return false;
-    }
-    let mut changed = false;
-    // Resources: renamed when some ruled group of the rule (or any, with `*`) has them.
-    if let Some(res) = obj.get_mut("resources").and_then(Value::as_array_mut) {
-        for r in res.iter_mut() {
-            let Some(s) = r.as_str() else { continue };
-            if s == "*" || s.starts_with("*/") {
-                continue;
-            }
-            let new = groups
-                .iter()
-                .filter(|g| ruled(g))
-                .find_map(|g| rewrite_resource(rules, dir, g, s))
-                .or_else(|| {
-                    if !groups.iter().any(|g| g == "*") {
-                        return None;
-                    }
-                    let pick = match dir {
-                        Direction::Rename => {
-                            let plural = s.split('/').next().unwrap_or(s);
-                            rules
-                                .resource_by_plural_any(plural)
-                                .map(|(g, _)| g.original.clone())
-                        }
-                        Direction::Restore => {
-                            let plural = s.split('/').next().unwrap_or(s);
-                            let stripped = plural.strip_prefix(rules.resource_prefix.as_str())?;
-                            rules
-                                .resource_by_plural_any(stripped)
-                                .map(|(g, _)| g.renamed.clone())
-                        }
-                    }?;
-                    rewrite_resource(rules, dir, &pick, s)
-                });
-            if let Some(n) = new {
-                *r = Value::String(n);
-                changed = true;
-            }
-        }
-    }
-    // Groups: each ruled group is mapped; a renamed group shared by several originals fans out.
-    if let Some(arr) = obj.get_mut("apiGroups").and_then(Value::as_array_mut) {
-        let mut out: Vec<Value> = Vec::new();
-        for g in arr.iter() {
-            let Some(s) = g.as_str() else {
-                out.push(g.clone());
-                continue;
-            };
-            let mapped: Vec<String> = match dir {
-                Direction::Rename => rules
-                    .rename_group(s)
-                    .map(|x| vec![x.to_owned()])
-                    .unwrap_or_default(),
-                Direction::Restore => rules.groups_renamed_to(s).map(|x| x.original.clone()).collect(),
-            };
-            if mapped.is_empty() {
-                out.push(g.clone());
-            } else {
-                changed = true;
-                for m in mapped {
-                    if !out.iter().any(|o| o.as_str() == Some(&m)) {
-                        out.push(Value::String(m));
-                    }
-                }
-            }
-        }
-        *arr = out;
-    }
-    changed
-}
-
-/// `resourceAttributes` of access reviews: `group`, `version`, `resource` together.
-pub fn resource_attributes(rules: &Rules, dir: Direction, v: &mut Value) -> bool {
-    let Some(obj) = v.as_object_mut() else {
-        return false;
-    };
-    let Some(group) = obj.get("group").and_then(Value::as_str).map(str::to_owned) else {
-        return false;
-    };
-    let resource = obj
-        .get("resource")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let (grp, new_group) = match dir {
-        Direction::Rename => match rules.group(&group) {
-            Some(g) => (g, g.renamed.clone()),
-            None => return false,
-        },
-        Direction::Restore => {
-            let stripped = resource
-                .strip_prefix(rules.resource_prefix.as_str())
-                .unwrap_or(&resource);
-            let Some(g) = rules
-                .groups_renamed_to(&group)
-                .find(|g| g.resources.contains_key(stripped))
-                .or_else(|| rules.groups_renamed_to(&group).next())
-            else {
-                return false;
-            };
-            (g, g.original.clone())
-        }
-    };
-    if !resource.is_empty()
-        && let Some(n) = rewrite_resource(rules, dir, &group, &resource)
-    {
-        obj.insert("resource".into(), Value::String(n));
-    }
-    if let Some(v) = obj.get("version").and_then(Value::as_str) {
-        let nv = match dir {
-            Direction::Rename => grp.rename_version(v),
-            Direction::Restore => grp.restore_version(v),
-        }
-        .to_owned();
-        obj.insert("version".into(), Value::String(nv));
-    }
-    obj.insert("group".into(), Value::String(new_group));
-    true
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub enum Document {
 
 impl Document {
     /// The document a request path (query ignored) is for, if any.
-    pub fn of_path(path: &str) -> Option<Document> {
+    pub(crate) fn of_path(path: &str) -> Option<Document> {
         let path = path.split(['?', '#']).next().unwrap_or_default();
         let path = path.strip_suffix('/').unwrap_or(path);
         match path {
@@ -51,13 +51,13 @@ impl Document {
 /// The upstream path of an OpenAPI request: a v3 group document of a renamed group is asked
 /// for under its renamed group (`/openapi/v3/apis/kubevirt.io/v1` →
 /// `/openapi/v3/apis/internal.virtualization.deckhouse.io/v1`); the query is kept.
-pub fn upstream_path(rules: &Rules, path_and_query: &str) -> Option<String> {
+pub(crate) fn upstream_path(rules: &Rules, path_and_query: &str) -> Option<String> {
     rewrite_v3_url(rules, Direction::Rename, path_and_query)
 }
 
 /// Renames or restores the group of an `/openapi/v3/apis/GROUP/VERSION[?query]` URL; `None`
 /// when it is not one of a group the rules map.
-pub fn rewrite_v3_url(rules: &Rules, dir: Direction, url: &str) -> Option<String> {
+pub(crate) fn rewrite_v3_url(rules: &Rules, dir: Direction, url: &str) -> Option<String> {
     let (path, query) = match url.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (url, None),
@@ -121,7 +121,7 @@ pub fn restore_definition(rules: &Rules, name: &str) -> Option<String> {
 
 /// Restores a `$ref` (`#/definitions/NAME` or `#/components/schemas/NAME`); `None` when it
 /// does not change.
-pub fn restore_ref(rules: &Rules, r: &str) -> Option<String> {
+pub(crate) fn restore_ref(rules: &Rules, r: &str) -> Option<String> {
     for prefix in ["#/definitions/", "#/components/schemas/"] {
         if let Some(name) = r.strip_prefix(prefix) {
             return restore_definition(rules, name).map(|n| format!("{prefix}{n}"));
@@ -132,7 +132,7 @@ pub fn restore_ref(rules: &Rules, r: &str) -> Option<String> {
 
 /// Restores one `x-kubernetes-group-version-kind` entry: `(group, version, kind)` of a renamed
 /// kind become the original ones; `None` when the rules do not map it.
-pub fn restore_group_version_kind(
+pub(crate) fn restore_group_version_kind(
     rules: &Rules,
     group: &str,
     version: &str,
@@ -144,7 +144,7 @@ pub fn restore_group_version_kind(
 
 /// Restores an API path of the `paths` section (`/apis/GROUP/VERSION/...`, with
 /// `{namespace}`-style placeholders); `None` when it does not change.
-pub fn restore_api_path(rules: &Rules, path: &str) -> Option<String> {
+pub(crate) fn restore_api_path(rules: &Rules, path: &str) -> Option<String> {
     let out = crate::path::rewrite(rules, Direction::Restore, path).ok()?;
     (out != path).then_some(out)
 }

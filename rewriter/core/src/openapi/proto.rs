@@ -10,7 +10,7 @@
 //! is never copied into a new buffer. The field numbers are gnostic's `OpenAPIv2.proto`.
 //!
 //! The vendor extensions that carry names (`x-kubernetes-group-version-kind`) are decoded and
-//! encoded with `#[derive(prost::Message)]` types ([`NamedAny`], [`Any`]): their messages are
+//! encoded with `#[derive(prost::Message)]` types (`NamedAny`, `Any`): their messages are
 //! known completely. The rest of the document is deliberately not decoded into derived types:
 //! prost keeps no unknown fields (see the `prost_drops_unknown_fields` test), so decoding
 //! through a hand-written subset of gnostic's ~60 message types would lose every field left
@@ -26,35 +26,35 @@ use crate::error::{Error, Result};
 
 /// gnostic `openapi.v2.NamedAny`: one vendor extension.
 #[derive(Clone, PartialEq, Message)]
-pub struct NamedAny {
+pub(crate) struct NamedAny {
     /// The extension's name (`x-kubernetes-group-version-kind`).
     #[prost(string, tag = "1")]
-    pub name: String,
+    pub(crate) name: String,
     /// Its value.
     #[prost(message, optional, tag = "2")]
-    pub value: Option<Any>,
+    pub(crate) value: Option<Any>,
 }
 
 /// gnostic `openapi.v2.Any`: a value as YAML text (kube-apiserver sets `yaml`).
 #[derive(Clone, PartialEq, Message)]
-pub struct Any {
+pub(crate) struct Any {
     /// A `google.protobuf.Any` (unused by kube-apiserver).
     #[prost(message, optional, tag = "1")]
-    pub value: Option<ProtoAny>,
+    pub(crate) value: Option<ProtoAny>,
     /// The value as YAML.
     #[prost(string, tag = "2")]
-    pub yaml: String,
+    pub(crate) yaml: String,
 }
 
 /// `google.protobuf.Any`.
 #[derive(Clone, PartialEq, Message)]
-pub struct ProtoAny {
+pub(crate) struct ProtoAny {
     /// Type URL.
     #[prost(string, tag = "1")]
-    pub type_url: String,
+    pub(crate) type_url: String,
     /// Encoded message.
     #[prost(bytes = "vec", tag = "2")]
-    pub value: Vec<u8>,
+    pub(crate) value: Vec<u8>,
 }
 
 /// The messages the walker descends into.
@@ -277,7 +277,7 @@ fn skip(wt: WireType, rest: &mut &[u8]) -> Result<()> {
 /// Restores the entries of an `x-kubernetes-group-version-kind` value written as YAML
 /// (`- group: G\n  kind: K\n  version: V\n`, or one mapping); `None` when nothing changes.
 /// Only the three values are replaced; the text around them is kept.
-pub fn restore_gvk_yaml(rules: &Rules, yaml: &str) -> Option<String> {
+pub(crate) fn restore_gvk_yaml(rules: &Rules, yaml: &str) -> Option<String> {
     let v: serde_json::Value = serde_saphyr::from_str(yaml).ok()?;
     let entries: Vec<&serde_json::Value> = match &v {
         serde_json::Value::Array(a) => a.iter().collect(),

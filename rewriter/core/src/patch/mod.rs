@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::json::{Scanner, Str};
 use crate::object::Walker;
-use crate::object::plan::{Leaf, Node, Which};
+use crate::rules::plan::{Leaf, Node, Which};
 use crate::{Direction, Rules};
 
 /// The kinds of patch Kubernetes accepts.
@@ -57,7 +57,7 @@ impl PatchType {
 #[derive(Debug, Clone, Copy)]
 pub struct PatchTarget<'a> {
     /// The kind's plan.
-    pub plan: &'a Node,
+    pub(crate) plan: &'a Node,
     /// Original group.
     pub group: &'a str,
     /// Original kind.
@@ -65,7 +65,7 @@ pub struct PatchTarget<'a> {
     /// For a patch of one CustomResourceDefinition the rules name: its original group and
     /// plural (from the request path), so that `spec`, `spec.names` and `spec.group` in the
     /// patch are renamed as in a whole CRD body.
-    pub crd: Option<(&'a str, &'a str)>,
+    pub(crate) crd: Option<(&'a str, &'a str)>,
 }
 
 /// The target of patches to objects of an original (`group`, `kind`).
@@ -231,7 +231,7 @@ fn op(w: &mut Walker<'_, '_>, on: PatchTarget<'_>) -> Result<()> {
                     Direction::Restore => w.rules.rename_group(on.group).unwrap_or(on.group),
                 };
                 if let Some(s) = w.sc.string_or_skip()?
-                    && let (_, Some(k)) = crate::object::walk::rewrite_group_kind(
+                    && let (_, Some(k)) = crate::rules::gvk::rewrite_group_kind(
                         w.rules,
                         w.dir,
                         Some(group),

@@ -9,15 +9,15 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Decoded {
     /// The decoded bytes (not necessarily UTF-8).
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// `starts[i]` is the raw offset where decoded byte `i` begins; `starts[bytes.len()]` is the raw
     /// length. Decoded bytes tile the raw text, so `starts[a]..starts[b]` is the raw span of `a..b`.
-    pub starts: Vec<usize>,
+    pub(crate) starts: Vec<usize>,
 }
 
 impl Decoded {
     /// The text as it is (no decoding): every byte maps to itself.
-    pub fn plain(s: &str) -> Decoded {
+    pub(crate) fn plain(s: &str) -> Decoded {
         Decoded {
             bytes: s.as_bytes().to_vec(),
             starts: (0..=s.len()).collect(),
@@ -26,7 +26,7 @@ impl Decoded {
 
     /// Decodes a query component as `application/x-www-form-urlencoded` (`+` is a space, `%XX` a
     /// byte). `None` on an invalid escape, like Go's `url.ParseQuery`, which drops such pairs.
-    pub fn form(raw: &str) -> Option<Decoded> {
+    pub(crate) fn form(raw: &str) -> Option<Decoded> {
         let b = raw.as_bytes();
         let mut bytes = Vec::with_capacity(b.len());
         let mut starts = Vec::with_capacity(b.len() + 1);
@@ -55,7 +55,7 @@ impl Decoded {
     }
 
     /// The decoded text of `a..b` as UTF-8, if it is valid.
-    pub fn text(&self, a: usize, b: usize) -> Option<&str> {
+    pub(crate) fn text(&self, a: usize, b: usize) -> Option<&str> {
         std::str::from_utf8(self.bytes.get(a..b)?).ok()
     }
 
@@ -63,7 +63,7 @@ impl Decoded {
     /// decoded span `(a, b)` (may be empty, then it is an insertion) and the raw text to put there.
     /// `None` if spans overlap or do not fall on character boundaries of `raw` (the selector
     /// parsers never produce such spans; this keeps arbitrary input from panicking).
-    pub fn splice(&self, raw: &str, mut repl: Vec<((usize, usize), String)>) -> Option<String> {
+    pub(crate) fn splice(&self, raw: &str, mut repl: Vec<((usize, usize), String)>) -> Option<String> {
         repl.sort_by_key(|((a, b), _)| (*a, *b));
         let mut out = String::with_capacity(raw.len() + 32);
         let mut at = 0;

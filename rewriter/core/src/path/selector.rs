@@ -228,7 +228,6 @@ fn label_replacements(
     d: &Decoded,
 ) -> Option<Vec<((usize, usize), String)>> {
     let reqs = parse_labels(&d.bytes)?;
-    let restore = dir == Direction::Restore;
     let mut out = Vec::new();
     for r in reqs {
         let key = d.text(r.key.0, r.key.1)?;
@@ -240,7 +239,7 @@ fn label_replacements(
                 .collect::<Option<_>>()?,
             Op::Exists | Op::NotExists | Op::Cmp => Vec::new(),
         };
-        let (new_key, new_values) = labels.rewrite_requirement(restore, key, &values);
+        let (new_key, new_values) = labels.rewrite_requirement(dir, key, &values);
         if new_key != key {
             out.push((r.key, new_key));
         }

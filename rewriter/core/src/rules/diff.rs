@@ -6,7 +6,7 @@ use super::Rules;
 
 /// What a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum NameKind {
+pub(crate) enum NameKind {
     /// An API group.
     Group,
     /// A kind or list kind (`group/Kind`).
@@ -23,7 +23,7 @@ pub enum NameKind {
 
 impl NameKind {
     /// The word printed for it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NameKind::Group => "group",
             NameKind::Kind => "kind",
@@ -36,7 +36,7 @@ impl NameKind {
 }
 
 /// Every original name the rules map, with what it maps to.
-pub fn mappings(rules: &Rules) -> BTreeMap<(NameKind, String), String> {
+pub(crate) fn mappings(rules: &Rules) -> BTreeMap<(NameKind, String), String> {
     let mut m = BTreeMap::new();
     for g in rules.groups() {
         m.insert((NameKind::Group, g.original.clone()), g.renamed.clone());

@@ -9,7 +9,7 @@
 
 /// One step of a location.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Segment {
+pub(crate) enum Segment {
     /// A member name.
     Name(String),
     /// Every member of an object or element of an array.
@@ -18,15 +18,15 @@ pub enum Segment {
 
 /// A parse error: 0-based character offset and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathError {
+pub(crate) struct PathError {
     /// Character offset in the expression.
-    pub at: usize,
+    pub(crate) at: usize,
     /// What is wrong.
-    pub msg: String,
+    pub(crate) msg: String,
 }
 
 /// Parses a location such as `$.spec.template.spec.tolerations[*].key`.
-pub fn parse(expr: &str) -> Result<Vec<Segment>, PathError> {
+pub(crate) fn parse(expr: &str) -> Result<Vec<Segment>, PathError> {
     let chars: Vec<char> = expr.chars().collect();
     let err = |at: usize, msg: &str| PathError {
         at,

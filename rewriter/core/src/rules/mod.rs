@@ -12,19 +12,25 @@
 
 pub mod diff;
 pub mod generate;
-pub mod jsonpath;
-pub mod names;
+pub(crate) mod gvk;
+pub(crate) mod jsonpath;
+pub(crate) mod names;
+pub(crate) mod plan;
+// The rule-file schema keeps plain `pub` (its public types are re-exported below; the rest are
+// the file format as serde reads it).
+#[allow(unreachable_pub)]
 mod schema;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-pub use names::NameRules;
-pub use schema::{ResourceRule, WebhookRule};
+pub(crate) use names::NameRules;
+pub(crate) use schema::{ResourceRule, WebhookRule};
 use serde_saphyr::Location;
 
+use crate::Direction;
 use crate::error::{Error, Result};
-use crate::object::plan::Plans;
 use jsonpath::Segment;
+use plan::Plans;
 
 /// Built-in rule files, embedded at build time.
 pub mod builtin {
@@ -36,7 +42,7 @@ pub mod builtin {
 
 /// What lives at a field location.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FieldType {
+pub(crate) enum FieldType {
     /// A label map (`{"key": "value"}`), renamed with the label rules.
     Labels,
     /// An annotation map.
@@ -112,9 +118,9 @@ pub struct KindFields {
     /// Kinds.
     pub kinds: Vec<String>,
     /// Groups, or `None` for any.
-    pub api_groups: Option<Vec<String>>,
+    pub(crate) api_groups: Option<Vec<String>>,
     /// Compiled locations.
-    pub fields: Vec<(Vec<Segment>, FieldType)>,
+    pub(crate) fields: Vec<(Vec<Segment>, FieldType)>,
 }
 
 /// A renamed API group and its resources.
@@ -129,7 +135,7 @@ pub struct Group {
     /// Preferred version.
     pub preferred_version: Option<String>,
     /// Original version → renamed version.
-    pub version_map: BTreeMap<String, String>,
+    pub(crate) version_map: BTreeMap<String, String>,
     /// Resources by plural.
     pub resources: BTreeMap<String, ResourceRule>,
     /// Kinds and list kinds → (plural, is the list kind): the first resource by plural wins.
@@ -142,9 +148,9 @@ pub struct Exclude {
     /// Kinds as the server holds them (any; empty = all).
     pub kinds: Vec<String>,
     /// Groups as the server holds them (any; empty = all).
-    pub api_groups: Vec<String>,
+    pub(crate) api_groups: Vec<String>,
     /// Names (any; empty = all).
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
     /// Labels (all must be present with these values).
     pub labels: BTreeMap<String, String>,
 }
@@ -155,9 +161,9 @@ pub struct Rules {
     /// Prefix for kinds.
     pub kind_prefix: String,
     /// Prefix for plurals and singulars.
-    pub resource_prefix: String,
+    pub(crate) resource_prefix: String,
     /// Prefix for short names.
-    pub short_name_prefix: String,
+    pub(crate) short_name_prefix: String,
     /// Categories of renamed resources.
     pub categories: Vec<String>,
     groups: Vec<Group>,
@@ -170,9 +176,9 @@ pub struct Rules {
     /// Label rules.
     pub labels: NameRules,
     /// Annotation rules.
-    pub annotations: NameRules,
+    pub(crate) annotations: NameRules,
     /// Finalizer rules.
-    pub finalizers: NameRules,
+    pub(crate) finalizers: NameRules,
     /// Explicit excludes (the implicit ones are checked from the groups).
     pub excludes: Vec<Exclude>,
     /// Field locations per kind.
@@ -215,7 +221,7 @@ impl Rules {
     }
 
     /// Parses rule files without the built-in kinds.
-    pub fn parse_only(sources: &[Source<'_>]) -> Result<Rules> {
+    pub(crate) fn parse_only(sources: &[Source<'_>]) -> Result<Rules> {
         let mut rules = Rules::default();
         for src in sources {
             let opts = serde_saphyr::options! { legacy_octal_numbers: false };
@@ -465,7 +471,7 @@ impl Rules {
     }
 
     /// Groups renamed to `renamed`.
-    pub fn groups_renamed_to(&self, renamed: &str) -> impl Iterator<Item = &Group> {
+    pub(crate) fn groups_renamed_to(&self, renamed: &str) -> impl Iterator<Item = &Group> {
         self.by_renamed
             .get(renamed)
             .into_iter()
@@ -474,7 +480,7 @@ impl Rules {
     }
 
     /// True for a renamed group name.
-    pub fn is_renamed_group(&self, g: &str) -> bool {
+    pub(crate) fn is_renamed_group(&self, g: &str) -> bool {
         self.by_renamed.contains_key(g)
     }
 
@@ -485,7 +491,7 @@ impl Rules {
 
     /// The original group of a renamed one; with several, the one holding `kind` (renamed or
     /// original spelling), else the first.
-    pub fn restore_group_for(&self, renamed: &str, kind: Option<&str>) -> Option<&Group> {
+    pub(crate) fn restore_group_for(&self, renamed: &str, kind: Option<&str>) -> Option<&Group> {
         let first = self.groups_renamed_to(renamed).next()?;
         let k = kind.map(|k| k.strip_prefix(self.kind_prefix.as_str()).unwrap_or(k));
         Some(k.and_then(|k| self.group_with_kind(renamed, k)).unwrap_or(first))
@@ -494,7 +500,7 @@ impl Rules {
     /// The first group renamed to `renamed` that has a resource of (original) kind or list
     /// kind `kind`.
     #[inline]
-    pub fn group_with_kind(&self, renamed: &str, kind: &str) -> Option<&Group> {
+    pub(crate) fn group_with_kind(&self, renamed: &str, kind: &str) -> Option<&Group> {
         self.groups_by_kind
             .get(kind)?
             .iter()
@@ -504,25 +510,27 @@ impl Rules {
 
     /// Renames `group/version`; `None` when the group is not renamed.
     pub fn rename_api_version(&self, av: &str) -> Option<String> {
-        self.api_version_parts(false, av, None).map(|p| p.concat())
+        self.api_version_parts(Direction::Rename, av, None)
+            .map(|p| p.concat())
     }
 
     /// Restores `group/version`; `None` when the group is not a renamed one.
     pub fn restore_api_version(&self, av: &str, kind: Option<&str>) -> Option<String> {
-        self.api_version_parts(true, av, kind).map(|p| p.concat())
+        self.api_version_parts(Direction::Restore, av, kind)
+            .map(|p| p.concat())
     }
 
-    /// `group/version` renamed (or, with `restore`, restored) as pieces to concatenate, without
+    /// `group/version` renamed or restored (by `dir`) as pieces to concatenate, without
     /// allocating; `None` when the group is not one the rules map.
     #[inline]
-    pub fn api_version_parts<'s>(
+    pub(crate) fn api_version_parts<'s>(
         &'s self,
-        restore: bool,
+        dir: Direction,
         av: &'s str,
         kind: Option<&str>,
     ) -> Option<[&'s str; 3]> {
         let (g, v) = av.split_once('/')?;
-        Some(if restore {
+        Some(if dir == Direction::Restore {
             let grp = self.restore_group_for(g, kind)?;
             [grp.original.as_str(), "/", grp.restore_version(v)]
         } else {
@@ -532,29 +540,29 @@ impl Rules {
     }
 
     /// Whether responses for `resource` of an unruled group under `/apis` are rewritten.
-    pub fn rewrites_resource(&self, resource: &str) -> bool {
+    pub(crate) fn rewrites_resource(&self, resource: &str) -> bool {
         self.rewrite_resources.contains(resource)
     }
 
     /// Whether core (`/api`) responses are rewritten.
-    pub fn rewrites_core(&self) -> bool {
+    pub(crate) fn rewrites_core(&self) -> bool {
         self.rewrite_core
     }
 
     /// A resource rule by (original group, plural).
-    pub fn resource(&self, group: &str, plural: &str) -> Option<&ResourceRule> {
+    pub(crate) fn resource(&self, group: &str, plural: &str) -> Option<&ResourceRule> {
         self.group(group)?.resources.get(plural)
     }
 
     /// Any group's resource with this plural.
-    pub fn resource_by_plural_any(&self, plural: &str) -> Option<(&Group, &ResourceRule)> {
+    pub(crate) fn resource_by_plural_any(&self, plural: &str) -> Option<(&Group, &ResourceRule)> {
         self.groups
             .iter()
             .find_map(|g| g.resources.get(plural).map(|r| (g, r)))
     }
 
     /// True when an object of `kind` in `group` (both as the server holds them) is hidden.
-    pub fn is_excluded_kind(&self, group: &str, kind: &str) -> bool {
+    pub(crate) fn is_excluded_kind(&self, group: &str, kind: &str) -> bool {
         // Implicit: objects of an original ruled group and kind (e.g. a real KubeVirt install).
         self.group(group)
             .is_some_and(|g| g.resource_by_kind(kind).is_some())
@@ -563,13 +571,13 @@ impl Rules {
 
 impl Group {
     /// The resource rule whose kind or listKind is `kind`; the bool says it is the list kind.
-    pub fn resource_by_kind(&self, kind: &str) -> Option<(&ResourceRule, bool)> {
+    pub(crate) fn resource_by_kind(&self, kind: &str) -> Option<(&ResourceRule, bool)> {
         let (plural, list) = self.by_kind.get(kind)?;
         self.resources.get(plural).map(|r| (r, *list))
     }
 
     /// Renamed version → original version.
-    pub fn restore_version<'a>(&'a self, v: &'a str) -> &'a str {
+    pub(crate) fn restore_version<'a>(&'a self, v: &'a str) -> &'a str {
         self.version_map
             .iter()
             .find(|(_, r)| r.as_str() == v)
@@ -577,7 +585,7 @@ impl Group {
     }
 
     /// Original version → renamed version.
-    pub fn rename_version<'a>(&'a self, v: &'a str) -> &'a str {
+    pub(crate) fn rename_version<'a>(&'a self, v: &'a str) -> &'a str {
         self.version_map.get(v).map_or(v, String::as_str)
     }
 }

@@ -10,8 +10,10 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::Direction;
+
 /// Marker for original-looking names that the server holds as they are.
-pub const PRESERVED_PREFIX: &str = "preserved-original-";
+pub(crate) const PRESERVED_PREFIX: &str = "preserved-original-";
 
 /// A compiled set of name rules for one of labels, annotations or finalizers.
 #[derive(Debug, Default, Clone)]
@@ -58,13 +60,13 @@ struct NameEntry {
 }
 
 /// A map keyed by short trusted strings, hashed a word at a time.
-pub type FastMap<V> = HashMap<String, V, BuildHasherDefault<WordHasher>>;
+pub(crate) type FastMap<V> = HashMap<String, V, BuildHasherDefault<WordHasher>>;
 
 /// A multiply-rotate hash over 8-byte words (FxHash's recipe). Label keys are trusted (rule
 /// files, objects the apiserver validated) and up to ~70 bytes long; SipHash and byte-wise
 /// FNV dominated profiles of label lookups.
 #[derive(Default)]
-pub struct WordHasher(u64);
+pub(crate) struct WordHasher(u64);
 
 impl Hasher for WordHasher {
     fn finish(&self) -> u64 {
@@ -88,28 +90,28 @@ impl Hasher for WordHasher {
 }
 
 /// A (name, value) pair after renaming; values are borrowed where unchanged.
-pub type Renamed<'a> = (Cow<'a, str>, Cow<'a, str>);
+pub(crate) type Renamed<'a> = (Cow<'a, str>, Cow<'a, str>);
 
 /// One rule, as given to [`NameRules::add_name`] and [`NameRules::add_prefix`].
 #[derive(Debug, Clone, Copy)]
-pub struct NameRule<'a> {
+pub(crate) struct NameRule<'a> {
     /// Original name (or prefix).
-    pub original: &'a str,
+    pub(crate) original: &'a str,
     /// Renamed name (or prefix).
-    pub renamed: &'a str,
+    pub(crate) renamed: &'a str,
     /// Original value; empty unless the rule matches a `name=value` pair.
-    pub original_value: &'a str,
+    pub(crate) original_value: &'a str,
     /// Renamed value.
-    pub renamed_value: &'a str,
+    pub(crate) renamed_value: &'a str,
 }
 
 /// Why a rule could not be added.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Collision(pub String);
+pub(crate) struct Collision(pub String);
 
 impl NameRules {
     /// Adds an exact-name rule (a `name=value` rule when values are given).
-    pub fn add_name(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
+    pub(crate) fn add_name(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
         self.note_rule(&r, false);
         if r.original.is_empty() || r.renamed.is_empty() {
             return Err(Collision(
@@ -143,7 +145,7 @@ impl NameRules {
     }
 
     /// Adds a prefix rule (matches the part of a name before its first `/`).
-    pub fn add_prefix(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
+    pub(crate) fn add_prefix(&mut self, r: NameRule<'_>) -> Result<(), Collision> {
         self.note_rule(&r, true);
         if r.original.is_empty() || r.renamed.is_empty() {
             return Err(Collision(
@@ -175,7 +177,7 @@ impl NameRules {
 
     /// Every original → renamed mapping, as `(original, renamed)` display strings: exact names
     /// (`name=value` for value rules) and prefixes (`prefix/*`), sorted.
-    pub fn mappings(&self) -> Vec<(String, String)> {
+    pub(crate) fn mappings(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for (name, e) in &self.names {
             let fwd = &e[FWD];
@@ -197,13 +199,13 @@ impl NameRules {
 
     /// True when no rule string has a character that JSON escapes: the pieces of a rewritten
     /// name that had none need no escaping either.
-    pub fn is_plain(&self) -> bool {
+    pub(crate) fn is_plain(&self) -> bool {
         !self.escapes
     }
 
     /// True when a `name=value` rule names `name`: only then does its value matter.
     #[inline]
-    pub fn has_value_rules(&self, name: &str) -> bool {
+    pub(crate) fn has_value_rules(&self, name: &str) -> bool {
         self.pair_lens & len_bit(name) != 0
             && self
                 .names
@@ -211,42 +213,27 @@ impl NameRules {
                 .is_some_and(|e| e.iter().any(|d| !d.pairs.is_empty()))
     }
 
-    /// True when no rule is set.
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty() && self.prefixes.is_empty()
-    }
-
     /// Original → renamed. `value` is `""` for finalizers and keys without a value.
     pub fn rename<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
-        owned(name, value, self.pieces(false, name, value))
+        owned(name, value, self.pieces(Direction::Rename, name, value))
     }
 
     /// Renamed → original; original-looking names become `preserved-original-<name>`.
     pub fn restore<'a>(&self, name: &'a str, value: &'a str) -> Renamed<'a> {
-        owned(name, value, self.pieces(true, name, value))
+        owned(name, value, self.pieces(Direction::Restore, name, value))
     }
 
-    /// What [`NameRules::rename`] (or, with `restore`, [`NameRules::restore`]) does to a name
+    /// What [`NameRules::rename`] (or, for [`Direction::Restore`], [`NameRules::restore`]) does to a name
     /// and its value, without building strings: `None` when no rule fires; otherwise the new name
     /// as pieces and the new value (`None`: unchanged).
-    ///
-    /// ```
-    /// use kube_api_rewriter::rules::names::{NameRule, NameRules};
-    /// let mut r = NameRules::default();
-    /// r.add_prefix(NameRule { original: "kubevirt.io", renamed: "kubevirt.internal.virtualization.deckhouse.io", original_value: "", renamed_value: "" }).unwrap();
-    /// let (name, value) = r.pieces(true, "kubevirt.internal.virtualization.deckhouse.io/size", "s").unwrap();
-    /// assert_eq!(name.concat(), "kubevirt.io/size");
-    /// assert_eq!(value, None);
-    /// assert_eq!(r.pieces(true, "app", "x"), None);
-    /// ```
     #[inline]
-    pub fn pieces<'s>(
+    pub(crate) fn pieces<'s>(
         &'s self,
-        restore: bool,
+        dir: Direction,
         name: &'s str,
         value: &'s str,
     ) -> Option<(Pieces<'s>, Option<&'s str>)> {
-        if restore {
+        if dir == Direction::Restore {
             let found = self.lookup(name);
             if matches(found, FWD, value) {
                 return Some((Pieces([PRESERVED_PREFIX, name, ""]), None));
@@ -261,7 +248,7 @@ impl NameRules {
     }
 
     /// (renamed prefix, original prefix) pairs, for names mentioned in free text.
-    pub fn renamed_prefixes(&self) -> impl Iterator<Item = (&str, &str)> {
+    pub(crate) fn renamed_prefixes(&self) -> impl Iterator<Item = (&str, &str)> {
         self.prefixes
             .iter()
             .filter_map(|(k, v)| v[BACK].as_deref().map(|o| (k.as_str(), o)))
@@ -280,21 +267,16 @@ impl NameRules {
         (exact, prefix)
     }
 
-    /// Renames a name alone (finalizers, label keys in key lists).
-    pub fn rename_name<'a>(&self, name: &'a str) -> Cow<'a, str> {
-        self.rename(name, "").0
-    }
-
-    /// Restores a name alone.
-    pub fn restore_name<'a>(&self, name: &'a str) -> Cow<'a, str> {
-        self.restore(name, "").0
-    }
-
     /// Rewrites a selector requirement `key op (values)`: the key changes by the first value
     /// whose pair rule fires (or by name/prefix rules), and each value is rewritten with the key.
-    pub fn rewrite_requirement(&self, restore: bool, key: &str, values: &[String]) -> (String, Vec<String>) {
+    pub(crate) fn rewrite_requirement(
+        &self,
+        dir: Direction,
+        key: &str,
+        values: &[String],
+    ) -> (String, Vec<String>) {
         let f = |k: &str, v: &str| -> (String, String) {
-            let (k, v) = if restore {
+            let (k, v) = if dir == Direction::Restore {
                 self.restore(k, v)
             } else {
                 self.rename(k, v)
@@ -349,16 +331,16 @@ fn owned<'a>(name: &'a str, value: &'a str, p: Option<(Pieces<'_>, Option<&str>)
 /// A name built from up to three pieces, so that a rewrite can be written out without
 /// allocating.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pieces<'s>(pub [&'s str; 3]);
+pub(crate) struct Pieces<'s>(pub [&'s str; 3]);
 
 impl Pieces<'_> {
     /// The name as one string.
-    pub fn concat(&self) -> String {
+    pub(crate) fn concat(&self) -> String {
         self.0.concat()
     }
 
     /// True when the name equals `s`.
-    pub fn eq_str(&self, s: &str) -> bool {
+    pub(crate) fn eq_str(&self, s: &str) -> bool {
         let [a, b, c] = self.0;
         s.len() == a.len() + b.len() + c.len()
             && s.starts_with(a)
@@ -434,6 +416,29 @@ fn insert_unique(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Was the doc example of `NameRules::pieces` while `NameRules` was public.
+    #[test]
+    fn pieces_example() {
+        let mut r = NameRules::default();
+        r.add_prefix(NameRule {
+            original: "kubevirt.io",
+            renamed: "kubevirt.internal.virtualization.deckhouse.io",
+            original_value: "",
+            renamed_value: "",
+        })
+        .unwrap();
+        let (name, value) = r
+            .pieces(
+                Direction::Restore,
+                "kubevirt.internal.virtualization.deckhouse.io/size",
+                "s",
+            )
+            .unwrap();
+        assert_eq!(name.concat(), "kubevirt.io/size");
+        assert_eq!(value, None);
+        assert_eq!(r.pieces(Direction::Restore, "app", "x"), None);
+    }
 
     fn kubevirt_labels() -> NameRules {
         let mut r = NameRules::default();
@@ -542,13 +547,17 @@ mod tests {
     fn requirement_key_follows_its_values() {
         let r = kubevirt_labels();
         let (k, v) = r.rewrite_requirement(
-            false,
+            Direction::Rename,
             "app.kubernetes.io/managed-by",
             &["virt-operator".into(), "x".into()],
         );
         assert_eq!(k, "app.kubernetes.io/managed-by");
         assert_eq!(v, vec!["virt-operator-iv".to_string(), "x".to_string()]);
-        let (k, v) = r.rewrite_requirement(true, "kubevirt.internal.virtualization.deckhouse.io/a", &[]);
+        let (k, v) = r.rewrite_requirement(
+            Direction::Restore,
+            "kubevirt.internal.virtualization.deckhouse.io/a",
+            &[],
+        );
         assert_eq!((k.as_str(), v.len()), ("kubevirt.io/a", 0));
     }
 }

@@ -5,7 +5,7 @@ use crate::error::{JsonError, Result};
 use crate::json::Scanner;
 use crate::json::frame::Framer;
 use crate::json::scan::quote;
-use crate::object::{self, Context, Hint, Verdict};
+use crate::object::{Context, Hint, Verdict};
 use crate::rules::Rules;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,7 +300,7 @@ impl<'r> ListRewriter<'r> {
             ("apiVersion", Some(av)) => {
                 self.api_version = Some(av.clone());
                 let kind = self.kind.clone().or_else(|| self.ctx_list_kind());
-                object::walk::rewrite_gvk(
+                crate::rules::gvk::rewrite_gvk(
                     self.rules,
                     self.dir,
                     Some(&av),
@@ -312,7 +312,7 @@ impl<'r> ListRewriter<'r> {
             ("kind", Some(k)) => {
                 self.kind = Some(k.clone());
                 let av = self.api_version.clone().or_else(|| self.ctx_api_version());
-                object::walk::rewrite_gvk(
+                crate::rules::gvk::rewrite_gvk(
                     self.rules,
                     self.dir,
                     av.as_deref(),

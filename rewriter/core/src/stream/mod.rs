@@ -26,11 +26,44 @@ mod watch;
 pub use list::ListRewriter;
 pub use watch::WatchRewriter;
 
+/// Largest head of a LIST response read before [`look_ahead`] gives up on it being a list.
+pub const MAX_LOOK_AHEAD: usize = 4 << 20;
+
+/// What the head of a LIST response shows the body is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A list (a top-level `items` array): streamed item by item through a [`ListRewriter`].
+    List,
+    /// Anything else (a `Table`, a `Status`, a body that is not a list, or not JSON): read
+    /// whole and rewritten as one document.
+    Object,
+}
+
+/// The look-ahead that decides how a LIST response is rewritten, from the head of its body
+/// read so far (`complete`: that is the whole body): `None` while more must be read. A head
+/// over [`MAX_LOOK_AHEAD`] that still does not tell is rewritten whole.
+///
+/// ```
+/// use kube_api_rewriter::stream::{Shape, look_ahead};
+/// assert_eq!(look_ahead(br#"{"kind":"PodList","#, false), None);
+/// assert_eq!(look_ahead(br#"{"kind":"PodList","items":["#, false), Some(Shape::List));
+/// assert_eq!(look_ahead(br#"{"kind":"Table","rows":["#, false), Some(Shape::Object));
+/// assert_eq!(look_ahead(br#"{"kind":"PodList","#, true), Some(Shape::Object));
+/// ```
+pub fn look_ahead(head: &[u8], complete: bool) -> Option<Shape> {
+    match sniff_list(head) {
+        Some(true) => Some(Shape::List),
+        Some(false) => Some(Shape::Object),
+        None if complete || head.len() > MAX_LOOK_AHEAD => Some(Shape::Object),
+        None => None,
+    }
+}
+
 /// Looks at the start of a body (nothing read yet counts as too little to tell):
 /// `Some(true)` when it is a list (a top-level `items` array),
 /// `Some(false)` when it is complete or its top-level `kind` says it is not a list, `None` when
 /// more input is needed to tell.
-pub fn sniff_list(prefix: &[u8]) -> Option<bool> {
+pub(crate) fn sniff_list(prefix: &[u8]) -> Option<bool> {
     let mut sc = crate::json::Scanner::new(prefix);
     if let Err(e) = sc.begin_object() {
         return if e.eof { None } else { Some(false) };

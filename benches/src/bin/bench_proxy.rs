@@ -3,8 +3,8 @@
 //! it; it can also be run by hand:
 //!
 //! ```sh
-//! cargo build --release -p kube-api-rewriter-proxy --bin kube-api-rewriter --example bench_proxy
-//! target/release/examples/bench_proxy --proxy-bin target/release/kube-api-rewriter \
+//! cargo build --release -p kube-api-rewriter-proxy --bin kube-api-rewriter -p kube-api-rewriter-benches --bin bench_proxy
+//! target/release/bench_proxy --proxy-bin target/release/kube-api-rewriter \
 //!     [--kubeconfig ADMIN_KUBECONFIG] [--vms 10000] [--events 20000] [--list-mb 200] ...
 //! ```
 //!

@@ -3,7 +3,7 @@
 //! route requests through [`Route`], so they rewrite alike.
 //!
 //! ```
-//! use kube_api_rewriter::{exchange::{BodyMode, ProxyMode, Route}, Rules};
+//! use kube_api_rewriter::{BodyMode, ProxyMode, Route, Rules};
 //! let rules = Rules::builtin_kubevirt();
 //! let r = Route::new(&rules, ProxyMode::Api, "GET", "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines?watch=1");
 //! assert_eq!(r.upstream_path, "/apis/internal.virtualization.deckhouse.io/v1/namespaces/ns/internalvirtualizationvirtualmachines?watch=1");
@@ -56,7 +56,7 @@ pub struct Route {
     /// True when the path or query changed.
     pub path_rewritten: bool,
     /// True when bodies of this request are rewritten (request and response).
-    pub rewrite: bool,
+    pub rewrite_bodies: bool,
     /// How a successful response body is handled.
     pub response: BodyMode,
     /// True for watch requests.
@@ -128,7 +128,7 @@ impl Route {
                 path: path_and_query.to_owned(),
                 path_rewritten: upstream_path != path_and_query,
                 upstream_path,
-                rewrite: rule.is_some(),
+                rewrite_bodies: rule.is_some(),
                 response: if rule.is_some() {
                     BodyMode::Object
                 } else {
@@ -152,7 +152,7 @@ impl Route {
                 path: path_and_query.to_owned(),
                 path_rewritten: upstream_path != path_and_query,
                 upstream_path,
-                rewrite: false,
+                rewrite_bodies: false,
                 response: BodyMode::Pass,
                 watch: false,
                 resource: "OpenAPI".to_owned(),
@@ -221,7 +221,7 @@ impl Route {
             path: path_and_query.to_owned(),
             upstream_path: upstream,
             path_rewritten: changed,
-            rewrite,
+            rewrite_bodies: rewrite,
             response,
             watch,
             resource: f.label,
@@ -246,7 +246,7 @@ impl Route {
 
     /// True when upstream should be asked for JSON rather than protobuf or CBOR.
     pub fn wants_json(&self) -> bool {
-        self.rewrite
+        self.rewrite_bodies
     }
 
     /// Rewrites a request body sent with `content_type`.
@@ -262,7 +262,7 @@ impl Route {
                 content_type: None,
             })
         };
-        if !self.rewrite || body.is_empty() {
+        if !self.rewrite_bodies || body.is_empty() {
             return keep(body);
         }
         let dir = self.request_direction();
@@ -281,8 +281,8 @@ impl Route {
             let Some(ty) = content_type.and_then(PatchType::from_content_type) else {
                 return Err(Error::UnsupportedMediaType(media));
             };
-            let plan = self.plan(rules);
-            let out = patch::rewrite(rules, dir, ty, body, plan)?;
+            let target = self.patch_target(rules);
+            let out = patch::rewrite(rules, dir, ty, body, target)?;
             return Ok(RequestBody {
                 body: out,
                 content_type: None,
@@ -317,7 +317,7 @@ impl Route {
     }
 
     /// What the objects this request is about are, for patches.
-    pub fn plan<'r>(&'r self, rules: &'r Rules) -> patch::PatchTarget<'r> {
+    pub fn patch_target<'r>(&'r self, rules: &'r Rules) -> patch::PatchTarget<'r> {
         if self.mode == ProxyMode::Api {
             let decoded = crate::path::decode_route_slashes(&self.path);
             let p = ApiPath::parse(decoded.as_deref().unwrap_or(&self.path));
@@ -335,8 +335,8 @@ impl Route {
     }
 
     /// True when a response with this status and `Content-Type` is rewritten.
-    pub fn rewrites_response(&self, status: u16, content_type: Option<&str>) -> bool {
-        self.rewrite && status != 101 && status != 204 && status != 304 && is_json(content_type)
+    pub(crate) fn rewrites_response(&self, status: u16, content_type: Option<&str>) -> bool {
+        self.rewrite_bodies && status != 101 && status != 204 && status != 304 && is_json(content_type)
     }
 
     /// How a response with `status` is handled (errors are single Status documents).
@@ -434,7 +434,7 @@ fn webhook_context(rules: &Rules, w: &WebhookRule) -> Context {
 
 /// The original kind of a resource: from the rules, or guessed for built-in kinds the way
 /// Kubernetes guesses plurals.
-pub fn kind_of(rules: &Rules, group: &str, plural: &str) -> Option<String> {
+pub(crate) fn kind_of(rules: &Rules, group: &str, plural: &str) -> Option<String> {
     if let Some(r) = rules.resource(group, plural) {
         return Some(r.kind.clone());
     }
@@ -538,7 +538,7 @@ mod tests {
             let r = Route::new(&rules, ProxyMode::Api, method, path);
             assert!(!r.watch, "{method}");
             assert_eq!(r.response, mode, "{method}");
-            assert!(r.rewrite, "{method}");
+            assert!(r.rewrite_bodies, "{method}");
         }
     }
 
@@ -580,7 +580,7 @@ mod tests {
         for (path, want) in cases {
             let r = Route::new(&rules, ProxyMode::Api, "GET", path);
             assert_eq!(r.upstream_path, want, "{path}");
-            assert!(r.path_rewritten && r.rewrite, "{path}");
+            assert!(r.path_rewritten && r.rewrite_bodies, "{path}");
             assert_eq!(r.path, path);
         }
         let watch = Route::new(

@@ -8,7 +8,7 @@ use crate::rules::{FieldType, Rules};
 
 /// Which rename rules apply to a name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Which {
+pub(crate) enum Which {
     /// Label rules.
     Labels,
     /// Annotation rules.
@@ -19,7 +19,7 @@ pub enum Which {
 
 /// How the `apiVersion`/`kind` pair of an object is spelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gvk {
+pub(crate) enum Gvk {
     /// `apiVersion: group/version` and `kind`.
     ApiVersionKind,
     /// `apiGroup: group` and `kind`.
@@ -28,7 +28,7 @@ pub enum Gvk {
 
 /// Something the walker rewrites as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Leaf {
+pub(crate) enum Leaf {
     /// A map of names to values (labels, annotations, selectors).
     Names(Which),
     /// A list of names (finalizers, label keys).
@@ -65,7 +65,7 @@ pub enum Leaf {
 
 /// A node of a plan.
 #[derive(Debug, Clone)]
-pub enum Node {
+pub(crate) enum Node {
     /// An object (or, through `any`, an array) with rewritten parts.
     Obj(Box<ObjNode>),
     /// A value rewritten as a whole.
@@ -74,19 +74,19 @@ pub enum Node {
 
 /// The rewritten parts of an object.
 #[derive(Debug, Clone, Default)]
-pub struct ObjNode {
+pub(crate) struct ObjNode {
     /// Members by name.
-    pub fields: Vec<(String, Node)>,
+    pub(crate) fields: Vec<(String, Node)>,
     /// Every member (objects) or element (arrays).
-    pub any: Option<Node>,
+    pub(crate) any: Option<Node>,
     /// The object's own `apiVersion`/`kind` pair is a reference to rewrite.
-    pub gvk: Option<Gvk>,
+    pub(crate) gvk: Option<Gvk>,
 }
 
 impl ObjNode {
     /// The child for member `key`, given as bytes.
     #[inline]
-    pub fn child_bytes(&self, key: &[u8]) -> Option<&Node> {
+    pub(crate) fn child_bytes(&self, key: &[u8]) -> Option<&Node> {
         self.fields
             .iter()
             .find(|(k, _)| k.as_bytes() == key)
@@ -96,7 +96,7 @@ impl ObjNode {
 
     /// The child for member `key`.
     #[inline]
-    pub fn child(&self, key: &str) -> Option<&Node> {
+    pub(crate) fn child(&self, key: &str) -> Option<&Node> {
         self.fields
             .iter()
             .find(|(k, _)| k == key)
@@ -118,7 +118,7 @@ impl Node {
     }
 
     /// Adds `node` at `path` below `self`.
-    pub fn insert(&mut self, path: &[Segment], node: Node) {
+    pub(crate) fn insert(&mut self, path: &[Segment], node: Node) {
         let Some((first, rest)) = path.split_first() else {
             let old = std::mem::replace(self, Node::obj());
             *self = merge(old, node);
@@ -143,7 +143,7 @@ impl Node {
     }
 
     /// Follows one member name.
-    pub fn step(&self, key: &str) -> Option<&Node> {
+    pub(crate) fn step(&self, key: &str) -> Option<&Node> {
         match self {
             Node::Obj(o) => o.child(key),
             Node::Leaf(_) => None,
@@ -186,7 +186,7 @@ fn path(s: &str) -> Vec<Segment> {
 }
 
 /// The node for one field type.
-pub fn expand(ty: FieldType) -> Node {
+pub(crate) fn expand(ty: FieldType) -> Node {
     use FieldType as F;
     let mut n = Node::obj();
     match ty {
@@ -298,7 +298,7 @@ fn fields_v1(n: &Node) -> Option<Node> {
 }
 
 /// The plan of a top-level object with kind-specific locations `extra`.
-pub fn object_plan(extra: &[(Vec<Segment>, FieldType)]) -> Node {
+pub(crate) fn object_plan(extra: &[(Vec<Segment>, FieldType)]) -> Node {
     let mut root = Node::gvk(Gvk::ApiVersionKind);
     root.insert(&[name("metadata")], expand(FieldType::Metadata));
     for (p, ty) in extra {
@@ -325,7 +325,7 @@ type Location = (Vec<Segment>, FieldType);
 
 /// Compiled plans of every kind the rules know, plus the default one.
 #[derive(Debug, Clone, Default)]
-pub struct Plans {
+pub(crate) struct Plans {
     by_kind: crate::rules::names::FastMap<Vec<(Groups, Arc<Node>)>>,
     default: Arc<Node>,
 }
@@ -338,7 +338,7 @@ impl Default for Node {
 
 impl Plans {
     /// Compiles the rules' kind locations.
-    pub fn compile(rules: &Rules) -> Plans {
+    pub(crate) fn compile(rules: &Rules) -> Plans {
         let mut by_kind: HashMap<String, Vec<(Groups, Vec<Location>)>> = HashMap::new();
         for k in &rules.kinds {
             for kind in &k.kinds {
@@ -394,12 +394,12 @@ impl Plans {
     }
 
     /// True when objects of `group`/`kind` have no locations beyond their metadata.
-    pub fn is_metadata_only(&self, group: &str, kind: &str) -> bool {
+    pub(crate) fn is_metadata_only(&self, group: &str, kind: &str) -> bool {
         std::ptr::eq(self.get(group, kind), &*self.default)
     }
 
     /// The plan for an object of (original) `group` and `kind`.
-    pub fn get(&self, group: &str, kind: &str) -> &Node {
+    pub(crate) fn get(&self, group: &str, kind: &str) -> &Node {
         let Some(v) = self.by_kind.get(kind) else {
             return &self.default;
         };
