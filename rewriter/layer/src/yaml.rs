@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
-use kube_api_rewriter::exchange::{Route, is_json};
+use kube_api_rewriter::{Route, is_json};
 
 use crate::body::{self, Body};
 use crate::error::Error;
@@ -24,7 +24,7 @@ const YAML: &str = "application/yaml";
 /// `type/*` before `*/*`), then by position; the first one kube-apiserver serves (JSON, YAML,
 /// protobuf, CBOR) decides.
 pub(crate) fn wants_yaml(route: &Route, h: &HeaderMap) -> bool {
-    route.rewrite && !route.watch && route.openapi.is_none() && preferred_is_yaml(h)
+    route.rewrite_bodies && !route.watch && route.openapi.is_none() && preferred_is_yaml(h)
 }
 
 fn preferred_is_yaml(h: &HeaderMap) -> bool {
@@ -159,7 +159,7 @@ fn convert(mut parts: http::response::Parts, json: &[u8]) -> Result<Response<Bod
 fn error(e: Error) -> Response<Body> {
     tracing::warn!(error = %e, "response not served as YAML");
     let code = e.status_code().as_u16();
-    let json = kube_api_rewriter::exchange::status_json(code, e.reason(), &e.to_string(), None);
+    let json = kube_api_rewriter::status_json(code, e.reason(), &e.to_string(), None);
     let (parts, _) = e.into_response().into_parts();
     let json = Bytes::from(json);
     convert(parts, &json).unwrap_or_else(|_| {
@@ -173,8 +173,8 @@ fn error(e: Error) -> Response<Body> {
 
 #[cfg(test)]
 mod tests {
+    use kube_api_rewriter::ProxyMode;
     use kube_api_rewriter::Rules;
-    use kube_api_rewriter::exchange::ProxyMode;
 
     use super::*;
 
