@@ -2,7 +2,7 @@
 //! server.
 //!
 //! Ordinary requests share pooled clients that speak HTTP/2 when the server offers it (ALPN),
-//! at most [`STREAMS_PER_CONNECTION`] requests in flight per connection ([`crate::lanes`]): at
+//! at most [`STREAMS_PER_CONNECTION`] requests in flight per connection (`lanes.rs`): at
 //! that budget another connection opens, so 1,000 watches never queue behind each other.
 //! Upgrade requests (exec, attach, port-forward, proxy) take a client that offers only
 //! HTTP/1.1, since an HTTP/2 stream cannot carry an `Upgrade`.
