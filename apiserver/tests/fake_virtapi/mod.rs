@@ -4,7 +4,8 @@
 //! `X-Remote-User` = the expected service account and exactly `X-Remote-Group:
 //! system:serviceaccounts` (else 403). `console` echoes WebSocket messages, `vnc` sends an RFB
 //! greeting and then echoes, `portforward/{port}/tcp` bridges to 127.0.0.1:{port}; `/readyz`
-//! answers `ok`; PUT paths and bodies are recorded.
+//! answers `ok`; PUT paths and bodies are recorded. A PUT on the instance of `vm-stopped`
+//! (which has none) gets a 404 `Status` of virt-api's group.
 
 use std::convert::Infallible;
 use std::path::Path;
@@ -35,6 +36,8 @@ pub struct Seen {
     pub body: String,
     pub user: String,
     pub groups: Vec<String>,
+    /// Any `X-Remote-Extra-*` header came.
+    pub extra: bool,
 }
 
 /// The running double.
@@ -147,6 +150,10 @@ async fn handle(
         body: String::from_utf8_lossy(&body).into_owned(),
         user: user.clone(),
         groups: groups.clone(),
+        extra: parts
+            .headers
+            .keys()
+            .any(|k| k.as_str().starts_with("x-remote-extra-")),
     });
     if user != want_user || groups != ["system:serviceaccounts"] {
         return reply(
@@ -158,6 +165,15 @@ async fn handle(
         return reply(StatusCode::NOT_FOUND, "fake virt-api: unknown path");
     };
     if parts.method == http::Method::PUT {
+        if rest.contains("/virtualmachineinstances/vm-stopped/") {
+            let mut r = reply(
+                StatusCode::NOT_FOUND,
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"virtualmachineinstances.subresources.kubevirt.io \"vm-stopped\" not found","reason":"NotFound","details":{"name":"vm-stopped","group":"subresources.kubevirt.io","kind":"virtualmachineinstances"},"code":404}"#,
+            );
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+            return r;
+        }
         return reply(StatusCode::OK, "");
     }
     let segs: Vec<&str> = rest.split('/').collect();
