@@ -25,14 +25,22 @@ fn main() {
         std::thread::sleep(std::time::Duration::from_millis(100));
         let seen = fake.all();
         for s in &seen[shown..] {
-            let q = if s.query.is_empty() { String::new() } else { format!("?{}", s.query) };
+            let q = if s.query.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", s.query)
+            };
             println!(
                 "fake virt-api saw: {} {}{q} X-Remote-User={} X-Remote-Group={:?}{}",
                 s.method,
                 s.path,
                 s.user,
                 s.groups,
-                if s.body.is_empty() { String::new() } else { format!(" body={}", s.body) }
+                if s.body.is_empty() {
+                    String::new()
+                } else {
+                    format!(" body={}", s.body)
+                }
             );
         }
         shown = seen.len();

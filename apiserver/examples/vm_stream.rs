@@ -93,7 +93,10 @@ async fn console(t: &Target, text: &str) -> anyhow::Result<()> {
     while got.len() < line.len() {
         got.extend(next_binary(&mut ws).await?);
     }
-    println!("read back from the console:     {:?}", String::from_utf8_lossy(&got).trim_end());
+    println!(
+        "read back from the console:     {:?}",
+        String::from_utf8_lossy(&got).trim_end()
+    );
     anyhow::ensure!(got == line.as_bytes(), "the echo differs");
     ws.close(None).await?;
     Ok(())
@@ -194,8 +197,13 @@ async fn bench(t: &Target, echo: u16, rounds: usize, mib: usize) -> anyhow::Resu
     let (chain, direct) = latency(t, echo, rounds).await?;
     let (c50, c99) = (percentile(&chain, 0.5), percentile(&chain, 0.99));
     let (d50, d99) = (percentile(&direct, 0.5), percentile(&direct, 0.99));
-    println!("console round trip, 32 B, {rounds} rounds (after {} warm-up):", rounds / 10);
-    println!("  through the chain (client -> kube-apiserver -> virtualization-api -> rewriter -> fake virt-api)");
+    println!(
+        "console round trip, 32 B, {rounds} rounds (after {} warm-up):",
+        rounds / 10
+    );
+    println!(
+        "  through the chain (client -> kube-apiserver -> virtualization-api -> rewriter -> fake virt-api)"
+    );
     println!("    p50 {:>9.0} us   p99 {:>9.0} us", us(c50), us(c99));
     println!("  direct to the echo port (TCP)");
     println!("    p50 {:>9.0} us   p99 {:>9.0} us", us(d50), us(d99));

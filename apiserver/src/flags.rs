@@ -127,7 +127,9 @@ pub fn parse_endpoint(s: &str) -> Result<Endpoint> {
         Some(("https", rest)) => (rest, true),
         Some(("http", rest)) => (rest, false),
         Some((scheme, _)) => {
-            return Err(bad(format!("scheme {scheme:?}: only https, or http to a sidecar on loopback")));
+            return Err(bad(format!(
+                "scheme {scheme:?}: only https, or http to a sidecar on loopback"
+            )));
         }
         None => (s, true),
     };

@@ -455,7 +455,12 @@ fn start_servers(
     };
     let m = mode.name();
     let ep = endpoint("virt-api", fake_port, &proxy, &proxy_key);
-    let server = Server::start(dir, &format!("server-{m}"), sa_kubeconfig, &args(ep, &proxy, &proxy_key));
+    let server = Server::start(
+        dir,
+        &format!("server-{m}"),
+        sa_kubeconfig,
+        &args(ep, &proxy, &proxy_key),
+    );
     let ep = match mode {
         Mode::Direct => format!("127.0.0.1:{closed}"),
         Mode::Sidecar => endpoint("virt-api-down", closed, &proxy, &proxy_key),
@@ -1425,8 +1430,14 @@ fn identity(e: &Env) {
     );
     assert_eq!(code, 200, "{body}");
     let seen = last();
-    assert!(seen.path.starts_with("/apis/subresources.kubevirt.io/v1/"), "{seen:?}");
-    assert_eq!((seen.user.as_str(), seen.groups.clone()), (SA, vec!["system:serviceaccounts".to_owned()]));
+    assert!(
+        seen.path.starts_with("/apis/subresources.kubevirt.io/v1/"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        (seen.user.as_str(), seen.groups.clone()),
+        (SA, vec!["system:serviceaccounts".to_owned()])
+    );
     if e.mode == Mode::Direct {
         return;
     }
@@ -1456,7 +1467,10 @@ fn identity(e: &Env) {
         seen.path,
         "/apis/subresources.kubevirt.io/v1/namespaces/demo/virtualmachineinstances/vm-running/unfreeze"
     );
-    assert_eq!((seen.user.as_str(), seen.groups.clone()), (SA, vec!["system:serviceaccounts".to_owned()]));
+    assert_eq!(
+        (seen.user.as_str(), seen.groups.clone()),
+        (SA, vec!["system:serviceaccounts".to_owned()])
+    );
     assert!(!seen.extra, "{seen:?}");
     // The sidecar is ready while virt-api answers its /readyz; the one in front of a closed
     // port is not.
@@ -1474,7 +1488,11 @@ fn virt_api_errors(e: &Env) {
     );
     assert_eq!(code, 404, "{body}");
     let st = tk::parse_json(&body);
-    assert_eq!((st["kind"].as_str(), st["reason"].as_str()), (Some("Status"), Some("NotFound")), "{body}");
+    assert_eq!(
+        (st["kind"].as_str(), st["reason"].as_str()),
+        (Some("Status"), Some("NotFound")),
+        "{body}"
+    );
     let group = match e.mode {
         Mode::Direct => "subresources.kubevirt.io",
         Mode::Sidecar => "subresources.virtualization.deckhouse.io",

@@ -17,7 +17,9 @@ async fn main() -> anyhow::Result<()> {
     let mut config = kube::Config::new(url.parse()?);
     config.default_retry = false;
     let client = kube::Client::try_from(config)?;
-    println!("fake virt-controller (a test double standing in for KubeVirt's) watching kubevirt.io VMs through {url}");
+    println!(
+        "fake virt-controller (a test double standing in for KubeVirt's) watching kubevirt.io VMs through {url}"
+    );
     fake_virt_controller::run(client).await;
     Ok(())
 }

@@ -625,19 +625,34 @@ mod tests {
             text: "rules: {subresources.virtualization.deckhouse.io: {groupRule: {group: subresources.virtualization.deckhouse.io, renamed: subresources.kubevirt.io}, resourceRules: {virtualmachineinstances: {kind: VirtualMachineInstance}}}}",
         }])
         .expect("valid");
-        let r = Route::new(&plain, ProxyMode::Api, "GET", &format!("{ours}/virtualmachineinstances/vm/console"));
+        let r = Route::new(
+            &plain,
+            ProxyMode::Api,
+            "GET",
+            &format!("{ours}/virtualmachineinstances/vm/console"),
+        );
         assert!(r.rewrite);
         // virt-api's errors come back in our group.
         let st = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"virtualmachineinstances.subresources.kubevirt.io \"vm\" not found","reason":"NotFound","details":{"name":"vm","group":"subresources.kubevirt.io","kind":"virtualmachineinstances"},"code":404}"#;
-        let r = Route::new(&rules, ProxyMode::Api, "PUT", &format!("{ours}/virtualmachineinstances/vm/freeze"));
+        let r = Route::new(
+            &rules,
+            ProxyMode::Api,
+            "PUT",
+            &format!("{ours}/virtualmachineinstances/vm/freeze"),
+        );
         let out = match r.response_body(&rules, st).expect("rewrites") {
             ResponseBody::Body(b) => String::from_utf8(b.into_owned()).expect("utf-8"),
             ResponseBody::NotFound(_) => panic!("not hidden"),
         };
-        assert!(out.contains(r#""group":"subresources.virtualization.deckhouse.io""#), "{out}");
+        assert!(
+            out.contains(r#""group":"subresources.virtualization.deckhouse.io""#),
+            "{out}"
+        );
         // A body that is not a Kubernetes object passes untouched.
         let body = br#"{"unfreezeTimeout":"5m"}"#;
-        let b = r.request_body(&rules, Some("application/json"), body).expect("ok");
+        let b = r
+            .request_body(&rules, Some("application/json"), body)
+            .expect("ok");
         assert_eq!(&b.body[..], &body[..]);
     }
 }

@@ -48,9 +48,7 @@ impl RemoteIdentity {
             .map(value)
             .collect::<Result<Vec<_>, _>>()?;
         if user.is_none() && !groups.is_empty() {
-            return Err(InvalidIdentity(format!(
-                "groups {groups:?} without a user"
-            )));
+            return Err(InvalidIdentity(format!("groups {groups:?} without a user")));
         }
         Ok(RemoteIdentity { user, groups })
     }
