@@ -178,7 +178,7 @@ cert() { # cert NAME CN CA SAN
 }
 ca virtualization-ca
 ca kubevirt-ca
-cert serving virtualization-api virtualization-ca "DNS:localhost,IP:127.0.0.1"
+cert serving virtualization-api virtualization-ca "DNS:virtualization-api.d8-virtualization.svc,DNS:localhost,IP:127.0.0.1"
 cert proxy virtualization-api-proxy virtualization-ca ""
 cert virt-api virt-api kubevirt-ca "DNS:localhost,IP:127.0.0.1"
 run fake-virt-api "$EX/fake_virt_api" "$P/virt-api.crt" "$P/virt-api.key" "$P/virtualization-ca.crt" "$SA"
@@ -234,6 +234,7 @@ spec:
   caBundle: $(base64 -w0 "$P/virtualization-ca.crt")
 EOF
 for _ in $(seq 300); do k get --raw "$GROUP_PATH" >/dev/null 2>&1 && break; sleep 0.2; done
+k get --raw "$GROUP_PATH" >/dev/null
 note "kube-apiserver (aggregator) -> virtualization-api :$API_PORT -> rewriter :$virt_api_sidecar_PORT -> FAKE virt-api :$VA_PORT"
 k get apiservice v1alpha2.subresources.virtualization.deckhouse.io
 
@@ -283,7 +284,7 @@ note "1. kube-apiserver: the user admin (token), the aggregator forwards to virt
 note "2. virtualization-api (user from the front-proxy headers, SubjectAccessReview, VM phase):"
 grep -E 'demo-vm/(console|freeze|unfreeze)' "$DIR/virtualization-api.log" | sed -E 's/\x1b\[[0-9;]*m//g; s/^.*(method=)/      \1/'
 note "3. the rewriter sidecar (our group in, virt-api's out; identity set by it):"
-grep -E 'demo-vm/(console|freeze|unfreeze)' "$DIR/virt-api-sidecar.log" | grep -E 'request|upgrade' |
+grep -E 'demo-vm/(console|freeze|unfreeze)' "$DIR/virt-api-sidecar.log" | grep -v 'upgraded connection' |
   sed -E 's/^.*(method=)/      \1/' | head -6
 note "4. the FAKE virt-api (test double):"
 grep 'fake virt-api saw' "$DIR/fake-virt-api.log" | sed 's/^/      /'
