@@ -95,6 +95,7 @@ pub fn start(cert: &Path, key: &Path, client_ca: &Path, user: &str) -> FakeVirtA
         let seen = Arc::clone(&s2);
         let user = Arc::clone(&user);
         async move {
+            let _ = tcp.set_nodelay(true);
             // A client without an acceptable certificate fails here.
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
@@ -244,30 +245,45 @@ impl Stream {
                 }
             }
             Stream::Forward(port) => {
-                let Ok(mut tcp) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+                let Ok(tcp) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
                     let _ = ws.close(None).await;
                     return;
                 };
-                let mut buf = vec![0u8; 16 * 1024];
-                loop {
-                    tokio::select! {
-                        m = ws.next() => match m {
-                            Some(Ok(Message::Binary(b))) => {
-                                if tcp.write_all(&b).await.is_err() { return; }
-                            }
-                            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
-                            Some(Ok(_)) => {}
-                        },
-                        n = tcp.read(&mut buf) => match n {
-                            Ok(0) | Err(_) => { let _ = ws.close(None).await; return; }
-                            Ok(n) => {
-                                if ws.send(Message::Binary(Bytes::copy_from_slice(&buf[..n]))).await.is_err() {
-                                    return;
+                let _ = tcp.set_nodelay(true);
+                // Both directions at once: a peer that writes back while we write (an echo
+                // port) must not wait for us to finish writing.
+                let (mut rd, mut wr) = tcp.into_split();
+                let (mut sink, mut stream) = ws.split();
+                let up = async {
+                    while let Some(Ok(m)) = stream.next().await {
+                        match m {
+                            Message::Binary(b) => {
+                                if wr.write_all(&b).await.is_err() {
+                                    break;
                                 }
                             }
-                        },
+                            Message::Close(_) => break,
+                            _ => {}
+                        }
                     }
-                }
+                    let _ = wr.shutdown().await;
+                };
+                let down = async {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        match rd.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                let m = Message::Binary(Bytes::copy_from_slice(&buf[..n]));
+                                if sink.send(m).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    let _ = sink.close().await;
+                };
+                tokio::join!(up, down);
             }
         }
     }
@@ -276,6 +292,7 @@ impl Stream {
 /// A TCP echo server on a free loopback port (the port-forward target).
 pub fn echo_server() -> u16 {
     kube_api_rewriter_testkit::spawn_double(|mut s| async move {
+        let _ = s.set_nodelay(true);
         let (mut r, mut w) = s.split();
         let _ = tokio::io::copy(&mut r, &mut w).await;
     })
