@@ -257,11 +257,7 @@ impl Stream {
                 let up = async {
                     while let Some(Ok(m)) = stream.next().await {
                         match m {
-                            Message::Binary(b) => {
-                                if wr.write_all(&b).await.is_err() {
-                                    break;
-                                }
-                            }
+                            Message::Binary(b) if wr.write_all(&b).await.is_err() => break,
                             Message::Close(_) => break,
                             _ => {}
                         }
