@@ -13,7 +13,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${BENCH_DIR:-/tmp/kube-api-rewriter-bench-subresources}
-trap 'DEMO_DIR=$DIR "$ROOT/scripts/demo.sh" stop; rm -rf "$DIR"' EXIT
+trap 'rc=$?; DEMO_DIR=$DIR "$ROOT/scripts/demo.sh" stop; if [[ $rc == 0 ]]; then rm -rf "$DIR"; else echo "logs in $DIR" >&2; fi' EXIT
 DEMO_DIR=$DIR DEMO_PROFILE=${DEMO_PROFILE:-release} KEEP=1 DEMO_SETUP_ONLY=1 "$ROOT/scripts/demo.sh" >&2
 # shellcheck source=/dev/null
 source "$DIR/demo.env"

@@ -32,11 +32,12 @@ GROUP_PATH=/apis/subresources.virtualization.deckhouse.io/v1alpha2
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 note() { printf '   %s\n' "$*"; }
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-# free_port EXCLUDED...: a free loopback port, not one of EXCLUDED (chosen, not yet bound).
+# free_port EXCLUDED...: a free loopback port, not one of EXCLUDED (chosen, not yet bound), in
+# 20000-32767: below the kernel's ephemeral range, so no outgoing connection takes it meanwhile.
 free_port() {
   local p i
   for (( i = 0; i < 200; i++ )); do
-    p=$(( 33000 + (RANDOM * 32768 + RANDOM) % 7000 ))
+    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 12768 ))
     [[ " $* " == *" $p "* ]] && continue
     port_free "$p" && { echo "$p"; return 0; }
   done
@@ -113,8 +114,8 @@ run() {
   echo $! >>"$DIR/pids"
 }
 
-wait_http() { # wait_http URL WHAT
-  for _ in $(seq 300); do
+wait_http() { # wait_http URL WHAT (up to 2 minutes: a loaded machine starts things slowly)
+  for _ in $(seq 1200); do
     [[ $(curl -sk -o /dev/null -w '%{http_code}' "$1" || true) == 200 ]] && return 0
     sleep 0.1
   done
