@@ -1,32 +1,43 @@
 #!/usr/bin/env bash
-# The rewriter on an embedded default: a local etcd + kube-apiserver v1.20.2 (127.0.0.1 only),
-# the kube-api-rewriter proxy in front of it with the built-in KubeVirt rules, the original
-# KubeVirt CRDs and one VirtualMachine applied through the proxy, and the same VM shown both
-# ways: through the proxy (kubevirt.io) and straight from kube-apiserver (renamed).
+# The whole system on an embedded control plane: a local etcd + kube-apiserver v1.20.2
+# (127.0.0.1 only) and, around it,
+#   - virtualization-controller behind its kube-api-rewriter sidecar (KubeVirt's names renamed),
+#   - a FAKE virt-controller (test double) behind its own rewriter sidecar,
+#   - virtualization-api registered with the aggregator, reaching a FAKE virt-api (test double)
+#     through its rewriter sidecar (rules/virtualization-api.yaml: mutual TLS, its identity).
+# A VirtualMachine is applied with kubectl and shown Running; its serial console is opened
+# through kube-apiserver (typed into, the echo read back); it is frozen and unfrozen; then what
+# each hop saw is printed. No KubeVirt runs here: the two fakes stand in for it (said on screen).
 #
-# Usage: scripts/demo.sh
+# Usage: scripts/demo.sh            run the demo (stops everything at the end unless KEEP=1)
+#        scripts/demo.sh stop       stop what a KEEP=1 run left
 # Env:
-#   DEMO_DIR   state directory (default /tmp/kube-api-rewriter-demo; wiped at start)
-#   KEEP=1     leave the control plane and the proxy running at the end
+#   DEMO_DIR      state directory (default /tmp/kube-api-rewriter-demo; wiped at start)
+#   KEEP=1        leave everything running at the end ($DEMO_DIR/demo.env describes it)
+#   DEMO_PROFILE  debug (default) or release
 #   CARGO_BUILD_JOBS  parallel build jobs (default 2)
 # On a fresh machine the first run installs etcd/Go from Debian and builds kube-apiserver once
-# (cached under ~/.cache/kube-api-rewriter).
+# (cached under ~/.cache/kube-api-rewriter), then builds the binaries with cargo.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${DEMO_DIR:-/tmp/kube-api-rewriter-demo}
-CRDS=${DEMO_CRDS:-$ROOT/testdata/kubevirt-crds/original-k8s-1.20}
+CRDS=$ROOT/testdata/kubevirt-crds/original-k8s-1.20
 CP=$ROOT/scripts/control-plane.sh
-RENAMED=internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io
-
-"$ROOT/scripts/test-tools.sh"
+PROFILE=${DEMO_PROFILE:-debug}
+JOBS=${CARGO_BUILD_JOBS:-2}
+SA=system:serviceaccount:d8-virtualization:virtualization-api
+GROUP_PATH=/apis/subresources.virtualization.deckhouse.io/v1alpha2
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+note() { printf '   %s\n' "$*"; }
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# free_port EXCLUDED...: a free loopback port, not one of EXCLUDED (chosen, not yet bound), in
+# 20000-32767: below the kernel's ephemeral range, so no outgoing connection takes it meanwhile.
 free_port() {
   local p i
   for (( i = 0; i < 200; i++ )); do
-    p=$(( 33000 + (RANDOM * 32768 + RANDOM) % 7000 ))
+    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 12768 ))
     [[ " $* " == *" $p "* ]] && continue
     port_free "$p" && { echo "$p"; return 0; }
   done
@@ -35,162 +46,258 @@ free_port() {
 }
 
 stop_all() {
-  if [[ -s $DIR/proxy.pid ]]; then
+  if [[ -s $DIR/pids ]]; then
     local pid
-    pid=$(cat "$DIR/proxy.pid")
-    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q kube-api-rewriter; then
-      kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    rm -f "$DIR/proxy.pid"
+    while read -r pid; do
+      kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null || true
+    done <"$DIR/pids"
+    for _ in $(seq 50); do
+      local alive=0
+      while read -r pid; do kill -0 "$pid" 2>/dev/null && alive=1; done <"$DIR/pids"
+      (( alive )) || break
+      sleep 0.1
+    done
+    while read -r pid; do kill -KILL "$pid" 2>/dev/null || true; done <"$DIR/pids"
+    rm -f "$DIR/pids"
   fi
   if [[ -f $DIR/state ]]; then "$CP" down "$DIR" >/dev/null 2>&1 || true; fi
 }
+
+if [[ ${1:-} == stop ]]; then
+  stop_all
+  exit 0
+fi
 
 cleanup() {
   local rc=$?
   if [[ ${KEEP:-0} == 1 && $rc == 0 ]]; then
     return
   fi
-  say "stopping the proxy, kube-apiserver and etcd"
+  say "stopping everything"
   stop_all
   [[ $rc == 0 ]] || echo "demo failed (exit $rc); logs in $DIR" >&2
 }
 
-# A previous KEEP=1 run in the same directory: stop it first.
 mkdir -p "$DIR"
 stop_all
 rm -rf "$DIR"
-mkdir -p "$DIR"
+mkdir -p "$DIR/pki"
 trap cleanup EXIT
 
-if [[ ! -f $CRDS/virtualmachines.yaml ]]; then
-  # No fixtures next to the checkout: an embedded, schema-less VirtualMachine CRD.
-  echo "note: $CRDS not found, using an embedded minimal VirtualMachine CRD" >&2
-  CRDS=$DIR/crds
-  mkdir -p "$CRDS"
-  cat >"$CRDS/virtualmachines.yaml" <<'EOF'
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: virtualmachines.kubevirt.io
-spec:
-  group: kubevirt.io
-  names: {kind: VirtualMachine, listKind: VirtualMachineList, plural: virtualmachines, singular: virtualmachine,
-          shortNames: [vm, vms], categories: [all]}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-    additionalPrinterColumns:
-    - {jsonPath: .metadata.creationTimestamp, name: Age, type: date}
-    - {jsonPath: .status.printableStatus, name: Status, type: string}
-EOF
-fi
+"$ROOT/scripts/test-tools.sh"
 
-say "building kube-api-rewriter"
-cargo build -q -j"${CARGO_BUILD_JOBS:-2}" --manifest-path "$ROOT/Cargo.toml" -p kube-api-rewriter-proxy --bin kube-api-rewriter
-BIN=$ROOT/target/debug/kube-api-rewriter
+say "building the rewriter, virtualization-controller, virtualization-api and the two fakes ($PROFILE)"
+rel=()
+[[ $PROFILE == release ]] && rel=(--release)
+cargo build -q -j"$JOBS" "${rel[@]}" --manifest-path "$ROOT/Cargo.toml" \
+  -p kube-api-rewriter-proxy --bin kube-api-rewriter \
+  -p virtualization-api --bin virtualization-api --example fake_virt_api --example vm_stream
+cargo build -q -j"$JOBS" "${rel[@]}" --manifest-path "$ROOT/Cargo.toml" \
+  -p virtualization-controller --bin virtualization-controller --example fake_virt_controller
+TARGET=$(cargo metadata -q --format-version 1 --no-deps --manifest-path "$ROOT/Cargo.toml" |
+  sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+BIN=$TARGET/$PROFILE
+EX=$BIN/examples
 
 say "starting etcd + kube-apiserver v1.20.2 on 127.0.0.1 (state in $DIR)"
 "$CP" up "$DIR"
 # shellcheck source=/dev/null
 source "$DIR/env"
-UPSTREAM_KUBECONFIG=$KUBECONFIG
+ADMIN_KUBECONFIG=$KUBECONFIG
+k() { KUBECONFIG=$ADMIN_KUBECONFIG kubectl "$@"; }
 
-PORT=$(free_port)
-MON=$(free_port "$PORT")
-say "starting the proxy on http://127.0.0.1:$PORT (metrics/health on 127.0.0.1:$MON)"
-CLIENT_PROXY_ADDRESS=127.0.0.1 CLIENT_PROXY_PORT=$PORT MONITORING_BIND_ADDRESS=127.0.0.1:$MON \
-  KUBECONFIG=$UPSTREAM_KUBECONFIG LOG_FORMAT=text LOG_LEVEL=info \
-  setsid "$BIN" </dev/null >"$DIR/proxy.log" 2>&1 &
-echo $! >"$DIR/proxy.pid"
-for _ in $(seq 100); do
-  [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MON/readyz" || true) == 200 ]] && break
-  sleep 0.1
-done
-cat >"$DIR/proxy.kubeconfig" <<EOF
+# run NAME CMD...: start in its own session, output to $DIR/NAME.log, pid recorded.
+run() {
+  local name=$1
+  shift
+  setsid "$@" </dev/null >"$DIR/$name.log" 2>&1 &
+  echo $! >>"$DIR/pids"
+}
+
+wait_http() { # wait_http URL WHAT (up to 2 minutes: a loaded machine starts things slowly)
+  for _ in $(seq 1200); do
+    [[ $(curl -sk -o /dev/null -w '%{http_code}' "$1" || true) == 200 ]] && return 0
+    sleep 0.1
+  done
+  echo "$2 did not get ready ($1); see $DIR" >&2
+  return 1
+}
+
+# rewriter NAME KUBECONFIG [VAR=VALUE...]: a kube-api-rewriter sidecar; sets NAME_PORT.
+rewriter() {
+  local name=$1 kc=$2 port mon
+  shift 2
+  port=$(free_port)
+  mon=$(free_port "$port")
+  run "$name" env CLIENT_PROXY_ADDRESS=127.0.0.1 CLIENT_PROXY_PORT="$port" \
+    MONITORING_BIND_ADDRESS="127.0.0.1:$mon" KUBECONFIG="$kc" LOG_FORMAT=text LOG_LEVEL=info \
+    "$@" "$BIN/kube-api-rewriter"
+  wait_http "http://127.0.0.1:$mon/readyz" "rewriter $name"
+  printf -v "${name//-/_}_PORT" '%s' "$port"
+  cat >"$DIR/$name.kubeconfig" <<EOF
 apiVersion: v1
 kind: Config
-clusters:
-- name: rewriter
-  cluster: {server: "http://127.0.0.1:$PORT"}
-users:
-- name: rewriter
-  user: {}
-contexts:
-- name: rewriter
-  context: {cluster: rewriter, user: rewriter}
-current-context: rewriter
+clusters: [{name: p, cluster: {server: "http://127.0.0.1:$port"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: p, context: {cluster: p, user: u}}]
+current-context: p
 EOF
-proxy() { KUBECONFIG=$DIR/proxy.kubeconfig kubectl "$@"; }
-direct() { KUBECONFIG=$UPSTREAM_KUBECONFIG kubectl "$@"; }
+}
 
-say "applying the original KubeVirt CRDs through the proxy"
-for f in virtualmachines virtualmachineinstances kubevirt; do
-  if [[ -f $CRDS/$f.yaml ]]; then proxy apply -f "$CRDS/$f.yaml"; fi
-done
-for _ in $(seq 150); do
-  [[ $(proxy get crd virtualmachines.kubevirt.io -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}' 2>/dev/null) == True ]] \
-    && proxy get vm >/dev/null 2>&1 && break
+say "KubeVirt's side: its CRDs go in through a rewriter, so kube-apiserver stores them renamed"
+note "(no KubeVirt runs here: a FAKE virt-controller and a FAKE virt-api, test doubles, stand in for it)"
+rewriter kubevirt "$ADMIN_KUBECONFIG"
+kv() { KUBECONFIG=$DIR/kubevirt.kubeconfig kubectl "$@"; }
+for f in virtualmachines virtualmachineinstances; do kv apply -f "$CRDS/$f.yaml" >/dev/null; done
+for _ in $(seq 150); do kv get vmi >/dev/null 2>&1 && kv get vm >/dev/null 2>&1 && break; sleep 0.2; done
+run fake-virt-controller "$EX/fake_virt_controller" "http://127.0.0.1:$kubevirt_PORT"
+note "fake virt-controller -> rewriter :$kubevirt_PORT -> kube-apiserver"
+
+say "virtualization-controller behind its rewriter sidecar"
+k apply -f "$ROOT/controller/crds" >/dev/null
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=virtualization-controller \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$DIR/pki/webhook.key" -out "$DIR/pki/webhook.crt" 2>/dev/null
+rewriter controller-sidecar "$ADMIN_KUBECONFIG"
+HP=$(free_port)
+MP=$(free_port "$HP")
+WP=$(free_port "$HP" "$MP")
+run virtualization-controller env KUBECONFIG="$DIR/controller-sidecar.kubeconfig" \
+  HEALTH_PROBE_BIND_ADDRESS=127.0.0.1:"$HP" METRICS_BIND_ADDRESS=127.0.0.1:"$MP" \
+  WEBHOOK_BIND_ADDRESS=127.0.0.1:"$WP" WEBHOOK_CERT_FILE="$DIR/pki/webhook.crt" \
+  WEBHOOK_KEY_FILE="$DIR/pki/webhook.key" LOG_LEVEL=info "$BIN/virtualization-controller"
+wait_http "http://127.0.0.1:$HP/readyz" virtualization-controller
+note "virtualization-controller -> rewriter :$controller_sidecar_PORT -> kube-apiserver"
+
+say "virtualization-api, registered with the aggregator, reaching the FAKE virt-api through its rewriter"
+P=$DIR/pki
+ca() { openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=$1" -keyout "$P/$1.key" -out "$P/$1.crt" 2>/dev/null; }
+cert() { # cert NAME CN CA SAN
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=$2" -keyout "$P/$1.key" -out "$P/$1.csr" 2>/dev/null
+  printf '%s\n' "${4:+subjectAltName=$4}" "extendedKeyUsage=serverAuth,clientAuth" >"$P/$1.ext"
+  openssl x509 -req -in "$P/$1.csr" -CA "$P/$3.crt" -CAkey "$P/$3.key" -CAcreateserial -days 1 \
+    -extfile "$P/$1.ext" -out "$P/$1.crt" 2>/dev/null
+}
+ca virtualization-ca
+ca kubevirt-ca
+cert serving virtualization-api virtualization-ca "DNS:virtualization-api.d8-virtualization.svc,DNS:localhost,IP:127.0.0.1"
+cert proxy virtualization-api-proxy virtualization-ca ""
+cert virt-api virt-api kubevirt-ca "DNS:localhost,IP:127.0.0.1"
+run fake-virt-api "$EX/fake_virt_api" "$P/virt-api.crt" "$P/virt-api.key" "$P/virtualization-ca.crt" "$SA"
+for _ in $(seq 100); do grep -q '^port=' "$DIR/fake-virt-api.log" 2>/dev/null && break; sleep 0.1; done
+read -r VA_PORT ECHO_PORT < <(sed -n 's/^port=\([0-9]*\) echo_port=\([0-9]*\)$/\1 \2/p' "$DIR/fake-virt-api.log")
+note "FAKE virt-api (test double) on https://localhost:$VA_PORT: mutual TLS, checks X-Remote-*, echoes the console"
+cat >"$DIR/virt-api.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: virt-api, cluster: {server: "https://localhost:$VA_PORT", certificate-authority: "$P/kubevirt-ca.crt"}}]
+users: [{name: proxy, user: {client-certificate: "$P/proxy.crt", client-key: "$P/proxy.key"}}]
+contexts: [{name: c, context: {cluster: virt-api, user: proxy}}]
+current-context: c
+EOF
+rewriter virt-api-sidecar "$DIR/virt-api.kubeconfig" RULES_PATH="$ROOT/rules/virtualization-api.yaml" \
+  REMOTE_USER="$SA" REMOTE_GROUPS=system:serviceaccounts LOG_LEVEL=debug
+note "rewriter :$virt_api_sidecar_PORT -> virt-api (ready: it follows virt-api's /readyz)"
+k create namespace d8-virtualization >/dev/null
+k apply -f "$ROOT/apiserver/deploy/serviceaccount.yaml" -f "$ROOT/apiserver/deploy/rbac.yaml" >/dev/null
+TOKEN=$(k -n d8-virtualization create token virtualization-api --duration=2h)
+cat >"$DIR/virtualization-api.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "$KUBE_APISERVER_URL", certificate-authority: "$KUBE_CA_FILE"}}]
+users: [{name: sa, user: {token: "$TOKEN"}}]
+contexts: [{name: c, context: {cluster: c, user: sa}}]
+current-context: c
+EOF
+API_PORT=$(free_port)
+run virtualization-api env -u KUBERNETES_SERVICE_HOST KUBECONFIG="$DIR/virtualization-api.kubeconfig" RUST_LOG=info \
+  "$BIN/virtualization-api" --bind-address=127.0.0.1 --secure-port="$API_PORT" \
+  --tls-cert-file="$P/serving.crt" --tls-private-key-file="$P/serving.key" \
+  --kubevirt-endpoint="http://127.0.0.1:$virt_api_sidecar_PORT"
+wait_http "https://127.0.0.1:$API_PORT/readyz" virtualization-api
+k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: virtualization-api, namespace: d8-virtualization}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{name: https, port: $API_PORT, protocol: TCP, targetPort: $API_PORT}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1alpha2.subresources.virtualization.deckhouse.io}
+spec:
+  group: subresources.virtualization.deckhouse.io
+  version: v1alpha2
+  groupPriorityMinimum: 999
+  versionPriority: 15
+  service: {name: virtualization-api, namespace: d8-virtualization, port: $API_PORT}
+  caBundle: $(base64 -w0 "$P/virtualization-ca.crt")
+EOF
+for _ in $(seq 300); do k get --raw "$GROUP_PATH" >/dev/null 2>&1 && break; sleep 0.2; done
+k get --raw "$GROUP_PATH" >/dev/null
+note "kube-apiserver (aggregator) -> virtualization-api :$API_PORT -> rewriter :$virt_api_sidecar_PORT -> FAKE virt-api :$VA_PORT"
+k get apiservice v1alpha2.subresources.virtualization.deckhouse.io
+
+say "kubectl apply: a VirtualMachine"
+k create namespace demo >/dev/null
+k apply -f - <<'EOF'
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachine
+metadata: {name: demo-vm, namespace: demo}
+spec:
+  runPolicy: AlwaysOn
+  cpu: {cores: 1, coreFraction: "50%"}
+  memory: {size: 1Gi}
+EOF
+VM=virtualmachines.virtualization.deckhouse.io
+for _ in $(seq 300); do
+  [[ $(k -n demo get $VM demo-vm -o 'jsonpath={.status.phase}' 2>/dev/null) == Running ]] && break
   sleep 0.2
 done
+k -n demo get $VM demo-vm
+note "what the FAKE virt-controller sees, through its rewriter (KubeVirt's names):"
+kv -n demo get vm,vmi 2>&1 | sed 's/^/   /'
+note "what kube-apiserver stores (renamed):"
+k -n demo get internalvirtualizationvirtualmachineinstances.internal.virtualization.deckhouse.io 2>&1 | sed 's/^/   /'
+[[ $(k -n demo get $VM demo-vm -o 'jsonpath={.status.phase}') == Running ]]
 
-say "applying a kubevirt.io/v1 VirtualMachine through the proxy"
-proxy create -f - <<'EOF'
-apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: demo-vm
-  namespace: default
-  labels:
-    kubevirt.io/created-by: demo
-  annotations:
-    kubevirt.io/latest-observed-api-version: v1
-  finalizers:
-  - kubevirt.io/virtualMachineControllerFinalize
-spec:
-  running: false
-  template:
-    spec:
-      domain:
-        devices: {}
-        resources: {requests: {memory: 64Mi}}
+cat >"$DIR/demo.env" <<EOF
+export KUBE_APISERVER_URL=$KUBE_APISERVER_URL KUBE_CA_FILE=$KUBE_CA_FILE ADMIN_TOKEN=$ADMIN_TOKEN
+export DEMO_NS=demo DEMO_VM=demo-vm ECHO_PORT=$ECHO_PORT VM_STREAM=$EX/vm_stream
 EOF
+if [[ ${DEMO_SETUP_ONLY:-0} == 1 ]]; then exit 0; fi
 
-say "CRDs: through the proxy | in kube-apiserver"
-paste <(proxy get crd -o name | sed 's|.*/||') <(direct get crd -o name | sed 's|.*/||') | column -t -s $'\t'
+say "typing into its serial console through kube-apiserver (WebSocket, plain.kubevirt.io)"
+"$EX/vm_stream" console "$KUBE_APISERVER_URL" "$KUBE_CA_FILE" "$ADMIN_TOKEN" demo demo-vm "hello, demo-vm"
+note "(the FAKE virt-api echoes the console: a real VM's serial console answers instead)"
 
-say "kubectl get vm                      (through the proxy)"
-proxy get vm
-say "kubectl get $RENAMED   (kube-apiserver directly)"
-direct get "$RENAMED"
+say "freeze and unfreeze its filesystems"
+echo '{}' >"$DIR/empty.json"
+k replace --raw "$GROUP_PATH/namespaces/demo/virtualmachines/demo-vm/freeze?unfreezeTimeout=1m" -f "$DIR/empty.json" >/dev/null
+echo "   frozen   (kubectl replace --raw .../virtualmachines/demo-vm/freeze?unfreezeTimeout=1m)"
+k replace --raw "$GROUP_PATH/namespaces/demo/virtualmachines/demo-vm/unfreeze" -f "$DIR/empty.json" >/dev/null
+echo "   unfrozen (kubectl replace --raw .../virtualmachines/demo-vm/unfreeze)"
 
-fields='apiVersion: {.apiVersion}{"\n"}kind: {.kind}{"\n"}labels: {.metadata.labels}{"\n"}annotations: {.metadata.annotations}{"\n"}finalizers: {.metadata.finalizers}{"\n"}'
-say "the same VM, key fields side by side"
-paste <(printf 'THROUGH THE PROXY (kubevirt.io)\n'; proxy get vm demo-vm -o "jsonpath=$fields") \
-      <(printf 'IN KUBE-APISERVER (renamed)\n'; direct get "$RENAMED" demo-vm -o "jsonpath=$fields") |
-  awk -F'\t' '{ printf "%-58s | %s\n", $1, $2 }'
-
-# Let the demo VM go away cleanly (no controller runs here to remove its finalizer).
-proxy patch vm demo-vm --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null
+sleep 0.5
+say "what each hop saw"
+note "1. kube-apiserver: the user admin (token), the aggregator forwards to virtualization-api"
+note "2. virtualization-api (user from the front-proxy headers, SubjectAccessReview, VM phase):"
+grep -E 'demo-vm/(console|freeze|unfreeze)' "$DIR/virtualization-api.log" | sed -E 's/\x1b\[[0-9;]*m//g; s/^.*(method=)/      \1/'
+note "3. the rewriter sidecar (our group in, virt-api's out; identity set by it):"
+grep -E 'demo-vm/(console|freeze|unfreeze)' "$DIR/virt-api-sidecar.log" | grep -v 'upgraded connection' |
+  sed -E 's/^.*(method=)/      \1/' | head -6
+note "4. the FAKE virt-api (test double):"
+grep 'fake virt-api saw' "$DIR/fake-virt-api.log" | sed 's/^/      /'
 
 say "keep using it"
 cat <<EOF
-  export KUBECONFIG=$DIR/proxy.kubeconfig           # kubectl through the proxy (kubevirt.io names)
-  kubectl get vm,vmi -A;  kubectl api-resources --api-group=kubevirt.io
-  KUBECONFIG=$UPSTREAM_KUBECONFIG kubectl get $RENAMED -A   # what kube-apiserver holds
-  curl -s http://127.0.0.1:$MON/metrics | grep kube_api_rewriter_   # metrics; proxy log: $DIR/proxy.log
+  export KUBECONFIG=$ADMIN_KUBECONFIG
+  kubectl -n demo get $VM;  kubectl get --raw $GROUP_PATH
+  logs: $DIR/*.log
 EOF
 if [[ ${KEEP:-0} == 1 ]]; then
-  cat <<EOF
-  Left running (KEEP=1). Stop with:
-    kill $(cat "$DIR/proxy.pid"); $CP down $DIR
-EOF
+  echo "  Left running (KEEP=1). Stop with: DEMO_DIR=$DIR $0 stop"
 else
   echo "  (run with KEEP=1 to leave it running)"
 fi

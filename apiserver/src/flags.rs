@@ -22,18 +22,21 @@ pub struct Flags {
     /// The serving certificate's key (PEM; reloaded when it changes).
     #[arg(long)]
     pub tls_private_key_file: PathBuf,
-    /// virt-api's address: `host[:port]` or `https://host[:port]` (port 443 by default).
+    /// virt-api's address: `host[:port]` or `https://host[:port]` (port 443 by default): mutual
+    /// TLS straight to virt-api. `http://127.0.0.1:PORT` (loopback only): plain HTTP to a
+    /// kube-api-rewriter sidecar (`rules/virtualization-api.yaml`) that holds the client
+    /// certificate and sets the identity; paths are then sent under this server's own group.
     #[arg(long)]
     pub kubevirt_endpoint: String,
-    /// The CA bundle that signed virt-api's serving certificate (PEM).
+    /// The CA bundle that signed virt-api's serving certificate (PEM; direct mode).
     #[arg(long)]
-    pub kubevirt_cabundle: PathBuf,
-    /// The client certificate presented to virt-api (PEM; reloaded when it changes).
+    pub kubevirt_cabundle: Option<PathBuf>,
+    /// The client certificate presented to virt-api (PEM; reloaded when it changes; direct mode).
     #[arg(long)]
-    pub proxy_client_cert_file: PathBuf,
-    /// The client certificate's key (PEM).
+    pub proxy_client_cert_file: Option<PathBuf>,
+    /// The client certificate's key (PEM; direct mode).
     #[arg(long)]
-    pub proxy_client_key_file: PathBuf,
+    pub proxy_client_key_file: Option<PathBuf>,
     /// This server's service account: the `X-Remote-User` sent to virt-api.
     #[arg(long, default_value = "virtualization-api")]
     pub service_account_name: String,
@@ -49,11 +52,32 @@ pub struct Endpoint {
     pub host: String,
     /// The port.
     pub port: u16,
+    /// `false`: plain HTTP to a rewriter sidecar on loopback.
+    pub tls: bool,
+}
+
+/// How virt-api is reached, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hop {
+    /// Mutual TLS straight to virt-api.
+    Direct {
+        /// virt-api.
+        endpoint: Endpoint,
+        /// `--kubevirt-cabundle`.
+        ca: PathBuf,
+        /// `--proxy-client-cert-file`.
+        cert: PathBuf,
+        /// `--proxy-client-key-file`.
+        key: PathBuf,
+    },
+    /// Plain HTTP to the rewriter sidecar on loopback.
+    Sidecar(Endpoint),
 }
 
 impl Flags {
-    /// Checks what clap cannot: the endpoint and the service account's names.
-    pub fn validate(&self) -> Result<Endpoint> {
+    /// Checks what clap cannot: the endpoint, the files its mode needs, and the service
+    /// account's names.
+    pub fn validate(&self) -> Result<Hop> {
         for (flag, v) in [
             ("--service-account-name", &self.service_account_name),
             ("--service-account-namespace", &self.service_account_namespace),
@@ -65,7 +89,22 @@ impl Flags {
                 });
             }
         }
-        parse_endpoint(&self.kubevirt_endpoint)
+        let endpoint = parse_endpoint(&self.kubevirt_endpoint)?;
+        if !endpoint.tls {
+            return Ok(Hop::Sidecar(endpoint));
+        }
+        let need = |flag: &'static str, v: &Option<PathBuf>| {
+            v.clone().ok_or_else(|| Error::Flag {
+                flag,
+                message: "required with an https virt-api endpoint".into(),
+            })
+        };
+        Ok(Hop::Direct {
+            endpoint,
+            ca: need("--kubevirt-cabundle", &self.kubevirt_cabundle)?,
+            cert: need("--proxy-client-cert-file", &self.proxy_client_cert_file)?,
+            key: need("--proxy-client-key-file", &self.proxy_client_key_file)?,
+        })
     }
 
     /// The `X-Remote-User` this server sends to virt-api.
@@ -77,16 +116,22 @@ impl Flags {
     }
 }
 
-/// Parses `--kubevirt-endpoint`: `host`, `host:port`, `https://host[:port]`, `[v6]:port`.
+/// Parses `--kubevirt-endpoint`: `host`, `host:port`, `https://host[:port]`, `[v6]:port`,
+/// or `http://` with a loopback host (the rewriter sidecar; port 80 by default).
 pub fn parse_endpoint(s: &str) -> Result<Endpoint> {
     let bad = |message: String| Error::Flag {
         flag: "--kubevirt-endpoint",
         message,
     };
-    let rest = match s.split_once("://") {
-        Some(("https", rest)) => rest,
-        Some((scheme, _)) => return Err(bad(format!("scheme {scheme:?}: only https is supported"))),
-        None => s,
+    let (rest, tls) = match s.split_once("://") {
+        Some(("https", rest)) => (rest, true),
+        Some(("http", rest)) => (rest, false),
+        Some((scheme, _)) => {
+            return Err(bad(format!(
+                "scheme {scheme:?}: only https, or http to a sidecar on loopback"
+            )));
+        }
+        None => (s, true),
     };
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     if rest.is_empty() || rest.contains(['/', '?', '#', '@', ' ']) {
@@ -115,8 +160,14 @@ pub fn parse_endpoint(s: &str) -> Result<Endpoint> {
     if host.is_empty() {
         return Err(bad(format!("{s:?} has no host")));
     }
+    if !tls && !is_loopback(host) {
+        return Err(bad(format!(
+            "{s:?}: plain http only to a sidecar on loopback (127.0.0.1, ::1, localhost)"
+        )));
+    }
     let port = match port {
-        None => 443,
+        None if tls => 443,
+        None => 80,
         Some(p) => match p.parse::<u16>() {
             Ok(n) if n > 0 => n,
             _ => return Err(bad(format!("{s:?}: port {p:?} is not 1-65535"))),
@@ -125,7 +176,12 @@ pub fn parse_endpoint(s: &str) -> Result<Endpoint> {
     Ok(Endpoint {
         host: host.to_owned(),
         port,
+        tls,
     })
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 fn is_dns_subdomain(s: &str) -> bool {
@@ -146,6 +202,7 @@ mod tests {
         Endpoint {
             host: h.into(),
             port: p,
+            tls: true,
         }
     }
 
@@ -162,9 +219,18 @@ mod tests {
         );
         assert_eq!(parse_endpoint("[::1]:8443").unwrap(), ep("::1", 8443));
         assert_eq!(parse_endpoint("[::1]").unwrap(), ep("::1", 443));
+        let sidecar = Endpoint {
+            tls: false,
+            ..ep("127.0.0.1", 23916)
+        };
+        assert_eq!(parse_endpoint("http://127.0.0.1:23916").unwrap(), sidecar);
+        assert!(!parse_endpoint("http://[::1]:1").unwrap().tls);
+        assert_eq!(parse_endpoint("http://localhost").unwrap().port, 80);
         for bad in [
             "",
             "http://virt-api",
+            "http://10.0.0.1:80",
+            "ftp://localhost",
             ":443",
             "host:0",
             "host:70000",
@@ -199,7 +265,19 @@ mod tests {
             f.service_account_user(),
             "system:serviceaccount:d8-virtualization:virtualization-api"
         );
-        assert_eq!(f.validate().unwrap().port, 443);
+        assert!(matches!(f.validate().unwrap(), Hop::Direct { endpoint, .. } if endpoint.port == 443));
+        // The sidecar mode needs no certificate; the direct mode all three files.
+        let mut s = f.clone();
+        s.kubevirt_endpoint = "http://127.0.0.1:23916".into();
+        s.kubevirt_cabundle = None;
+        assert!(matches!(s.validate().unwrap(), Hop::Sidecar(_)));
+        s.kubevirt_endpoint = "https://localhost:9".into();
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("--kubevirt-cabundle")
+        );
         let mut g = f.clone();
         g.service_account_name = "Bad:Name".into();
         assert!(

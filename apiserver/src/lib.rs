@@ -35,13 +35,29 @@ const CERT_POLL: Duration = Duration::from_secs(60);
 /// Runs the server until `shutdown` completes.
 pub async fn run(flags: flags::Flags, shutdown: impl Future<Output = ()>) -> Result<()> {
     tls::install_default_provider();
-    let endpoint = flags.validate()?;
+    let hop = flags.validate()?;
     let serving = tls::ReloadingCert::load(&flags.tls_cert_file, &flags.tls_private_key_file)?;
     serving.spawn_watcher(CERT_POLL)?;
-    let proxy_cert = tls::ReloadingCert::load(&flags.proxy_client_cert_file, &flags.proxy_client_key_file)?;
-    proxy_cert.spawn_watcher(CERT_POLL)?;
-    let client_tls = tls::client_config(&flags.kubevirt_cabundle, proxy_cert)?;
-    let virtapi = virtapi::VirtApi::new(endpoint, client_tls, &flags.service_account_user())?;
+    let virtapi = match hop {
+        flags::Hop::Direct {
+            endpoint,
+            ca,
+            cert,
+            key,
+        } => {
+            let proxy_cert = tls::ReloadingCert::load(&cert, &key)?;
+            proxy_cert.spawn_watcher(CERT_POLL)?;
+            let client_tls = tls::client_config(&ca, proxy_cert)?;
+            virtapi::VirtApi::new(endpoint, Some(client_tls), &flags.service_account_user())?
+        }
+        flags::Hop::Sidecar(endpoint) => {
+            tracing::info!(
+                endpoint = %flags.kubevirt_endpoint,
+                "virt-api through the rewriter sidecar (plain HTTP on loopback); the sidecar holds the client certificate"
+            );
+            virtapi::VirtApi::new(endpoint, None, &flags.service_account_user())?
+        }
+    };
 
     let config = kube::Config::infer()
         .await

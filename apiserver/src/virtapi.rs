@@ -1,6 +1,10 @@
 //! The hop to virt-api: mutual TLS with the proxy client certificate and the KubeVirt CA
 //! bundle, this server's own service-account identity in `X-Remote-User`/`X-Remote-Group`,
 //! and, for streams, the upgrade spliced byte for byte (WebSocket and SPDY alike).
+//!
+//! Or, in sidecar mode, plain HTTP on loopback to a kube-api-rewriter sidecar
+//! (`rules/virtualization-api.yaml`): virt-api's path shapes under this server's own group and
+//! version; the sidecar renames the group, holds the client certificate and sets the identity.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +22,7 @@ use tokio_rustls::TlsConnector;
 use crate::error::{Error, Result};
 use crate::flags::Endpoint;
 use crate::status::{Body, empty};
-use crate::subresources::Target;
+use crate::subresources::{GROUP, Target, VERSION, VIRT_API_PREFIX};
 
 /// The largest request body read (PUT options; virt-api bodies are small).
 pub const MAX_BODY: usize = 1 << 20;
@@ -42,8 +46,8 @@ const HOP_BY_HOP: [&str; 8] = [
 /// virt-api: where it is, how to reach it, and who we are to it.
 pub struct VirtApi {
     endpoint: Endpoint,
-    server_name: ServerName<'static>,
-    tls: TlsConnector,
+    /// `None`: plain HTTP to the sidecar.
+    tls: Option<(TlsConnector, ServerName<'static>)>,
     user: HeaderValue,
     group: HeaderValue,
 }
@@ -52,6 +56,7 @@ impl std::fmt::Debug for VirtApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VirtApi")
             .field("endpoint", &self.endpoint)
+            .field("sidecar", &self.tls.is_none())
             .field("user", &self.user)
             .finish_non_exhaustive()
     }
@@ -104,20 +109,26 @@ pub fn upstream_headers(
 }
 
 impl VirtApi {
-    /// virt-api at `endpoint`, reached with `tls`, as service account `user`.
-    pub fn new(endpoint: Endpoint, tls: rustls::ClientConfig, user: &str) -> Result<VirtApi> {
-        let server_name = ServerName::try_from(endpoint.host.clone()).map_err(|e| Error::Flag {
-            flag: "--kubevirt-endpoint",
-            message: format!("{:?}: {e}", endpoint.host),
-        })?;
+    /// virt-api at `endpoint`, reached with `tls` (`None`: the sidecar, plain HTTP), as
+    /// service account `user`.
+    pub fn new(endpoint: Endpoint, tls: Option<rustls::ClientConfig>, user: &str) -> Result<VirtApi> {
+        let tls = match tls {
+            Some(cfg) => {
+                let name = ServerName::try_from(endpoint.host.clone()).map_err(|e| Error::Flag {
+                    flag: "--kubevirt-endpoint",
+                    message: format!("{:?}: {e}", endpoint.host),
+                })?;
+                Some((TlsConnector::from(Arc::new(cfg)), name))
+            }
+            None => None,
+        };
         let user = HeaderValue::try_from(user).map_err(|e| Error::Flag {
             flag: "--service-account-name",
             message: e.to_string(),
         })?;
         Ok(VirtApi {
             endpoint,
-            server_name,
-            tls: TlsConnector::from(Arc::new(tls)),
+            tls,
             user,
             group: HeaderValue::from_static("system:serviceaccounts"),
         })
@@ -132,6 +143,15 @@ impl VirtApi {
         HeaderValue::try_from(h).unwrap_or_else(|_| HeaderValue::from_static("virt-api"))
     }
 
+    /// The path sent for a virt-api path: itself, or in sidecar mode the same shape under
+    /// this server's group and version (the sidecar's rules rename it back).
+    pub fn path_for(&self, virt_api_path: &str) -> String {
+        match (&self.tls, virt_api_path.strip_prefix(VIRT_API_PREFIX)) {
+            (None, Some(rest)) => format!("/apis/{GROUP}/{VERSION}/namespaces{rest}"),
+            _ => virt_api_path.to_owned(),
+        }
+    }
+
     async fn connect(&self) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>> {
         let addr = format!("{}:{}", self.endpoint.host, self.endpoint.port);
         let dial = async {
@@ -139,24 +159,21 @@ impl VirtApi {
                 .await
                 .map_err(|e| Error::Unavailable(format!("dial tcp {addr}: {e}")))?;
             let _ = tcp.set_nodelay(true);
-            self.tls
-                .connect(self.server_name.clone(), tcp)
+            let Some((tls, name)) = &self.tls else {
+                return Ok(Conn::Plain(tcp));
+            };
+            tls.connect(name.clone(), tcp)
                 .await
+                .map(|t| Conn::Tls(Box::new(t)))
                 .map_err(|e| Error::Unavailable(format!("TLS handshake with {addr}: {e}")))
         };
-        let tls = tokio::time::timeout(CONNECT_TIMEOUT, dial)
+        let conn = tokio::time::timeout(CONNECT_TIMEOUT, dial)
             .await
             .map_err(|_| Error::Unavailable(format!("dial tcp {addr}: timed out")))??;
-        let (sender, conn) = hyper::client::conn::http1::Builder::new()
-            .handshake(TokioIo::new(tls))
-            .await
-            .map_err(|e| Error::Unavailable(format!("{addr}: {e}")))?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.with_upgrades().await {
-                tracing::debug!(error = %e, "virt-api connection ended with an error");
-            }
-        });
-        Ok(sender)
+        match conn {
+            Conn::Plain(tcp) => handshake(&addr, tcp).await,
+            Conn::Tls(tls) => handshake(&addr, *tls).await,
+        }
     }
 
     /// Sends `req` to `target` on virt-api and relays the answer. A stream request must be an
@@ -196,9 +213,10 @@ impl VirtApi {
             Some(b) => Bytes::from(b),
             None => body,
         };
+        let path = self.path_for(&target.path);
         let path_and_query = match parts.uri.query() {
-            Some(q) if !upgrade && !q.is_empty() => format!("{}?{q}", target.path),
-            _ => target.path.clone(),
+            Some(q) if !upgrade && !q.is_empty() => format!("{path}?{q}"),
+            _ => path,
         };
         let uri: Uri = path_and_query
             .parse()
@@ -252,6 +270,29 @@ impl VirtApi {
     }
 }
 
+/// A connection to virt-api or to the sidecar.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// An HTTP/1.1 client connection over `io` (driven by its own task, upgrades allowed).
+async fn handshake<T>(addr: &str, io: T) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| Error::Unavailable(format!("{addr}: {e}")))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!(error = %e, "virt-api connection ended with an error");
+        }
+    });
+    Ok(sender)
+}
+
 /// A hyper client error with its causes (TLS alerts show up here).
 fn describe(e: &hyper::Error) -> String {
     let mut s = e.to_string();
@@ -270,6 +311,27 @@ mod tests {
 
     fn hv(s: &'static str) -> HeaderValue {
         HeaderValue::from_static(s)
+    }
+
+    #[test]
+    fn sidecar_paths_are_under_our_group() {
+        let ep = |tls| Endpoint {
+            host: "127.0.0.1".into(),
+            port: 1,
+            tls,
+        };
+        let vmi = "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachineinstances/v/console";
+        let sidecar = VirtApi::new(ep(false), None, "u").unwrap();
+        assert_eq!(
+            sidecar.path_for(vmi),
+            "/apis/subresources.virtualization.deckhouse.io/v1alpha2/namespaces/ns/virtualmachineinstances/v/console"
+        );
+        crate::tls::install_default_provider();
+        let cfg = rustls::ClientConfig::builder()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let direct = VirtApi::new(ep(true), Some(cfg), "u").unwrap();
+        assert_eq!(direct.path_for(vmi), vmi);
     }
 
     #[test]

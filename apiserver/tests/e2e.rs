@@ -2,7 +2,9 @@
 //! the APIService routed by kube-apiserver's aggregator to the server on loopback, real
 //! kubectl, real RBAC and SubjectAccessReviews, a tokio-tungstenite WebSocket client, and a
 //! fake virt-api (the only test double). One control plane; the cases run one after another
-//! (one APIService per group/version exists in a cluster).
+//! (one APIService per group/version exists in a cluster), once per mode: straight to virt-api
+//! (mutual TLS), then through a kube-api-rewriter sidecar (`rules/virtualization-api.yaml`,
+//! plain HTTP on loopback) that renames the group and holds the certificate and the identity.
 
 mod fake_virtapi;
 
@@ -104,10 +106,35 @@ impl Drop for Server {
     }
 }
 
+/// How virtualization-api reaches virt-api.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Mutual TLS straight to virt-api.
+    Direct,
+    /// Plain HTTP to a rewriter sidecar, which opens the mutual TLS.
+    Sidecar,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Direct => "direct",
+            Mode::Sidecar => "sidecar",
+        }
+    }
+}
+
 /// Everything the cases use.
 struct Env {
     cp: tk::ControlPlane,
     dir: PathBuf,
+    mode: Mode,
+    /// The rewriter sidecars of the servers (sidecar mode): to the fake, to a closed port, with
+    /// a refused certificate.
+    sidecars: Vec<tk::ProxyProc>,
+    sa_kubeconfig: PathBuf,
+    kv_ca: PathBuf,
+    serving: (PathBuf, PathBuf),
     server: Server,
     /// Points at a closed port (virt-api down).
     server_down: Server,
@@ -351,6 +378,167 @@ fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
 }
 
+/// A kubeconfig of virt-api (the fake at `port`) with the client certificate `cert`/`key`:
+/// what a rewriter sidecar in front of virt-api is given.
+fn virt_api_kubeconfig(dir: &Path, name: &str, port: u16, ca: &Path, cert: &Path, key: &Path) -> PathBuf {
+    let kc = dir.join(format!("{name}.kubeconfig"));
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: virt-api\n  cluster:\n    server: https://localhost:{port}\n    certificate-authority: {}\nusers:\n- name: proxy\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: c\n  context: {{cluster: virt-api, user: proxy}}\ncurrent-context: c\n",
+            ca.display(),
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    kc
+}
+
+/// A rewriter sidecar in front of virt-api: the subresources rules, the service account's
+/// identity.
+fn sidecar(dir: &Path, kubeconfig: &Path) -> tk::ProxyProc {
+    let rules = tk::workspace().join("rules/virtualization-api.yaml");
+    tk::ProxyProc::start(
+        dir,
+        &[
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("RULES_PATH", rules.to_str().unwrap()),
+            ("REMOTE_USER", SA),
+            ("REMOTE_GROUPS", "system:serviceaccounts"),
+        ],
+    )
+}
+
+/// The three servers of a mode: to the fake, to a closed port (virt-api down), and with a
+/// client certificate virt-api refuses; in sidecar mode each behind its own sidecar.
+fn start_servers(
+    mode: Mode,
+    dir: &Path,
+    sa_kubeconfig: &Path,
+    kv_ca: &Path,
+    (serving, serving_key): (&Path, &Path),
+    fake_port: u16,
+) -> (Server, Server, Server, Vec<tk::ProxyProc>) {
+    let p = |x: &Path| x.to_str().unwrap().to_owned();
+    let args = |endpoint: String, cert: &Path, key: &Path| {
+        let mut a = vec![
+            format!("--tls-cert-file={}", p(serving)),
+            format!("--tls-private-key-file={}", p(serving_key)),
+            format!("--kubevirt-endpoint={endpoint}"),
+            "--service-account-name=virtualization-api".into(),
+            "--service-account-namespace=d8-virtualization".into(),
+        ];
+        if mode == Mode::Direct {
+            a.extend([
+                format!("--kubevirt-cabundle={}", p(kv_ca)),
+                format!("--proxy-client-cert-file={}", p(cert)),
+                format!("--proxy-client-key-file={}", p(key)),
+            ]);
+        }
+        a
+    };
+    let (proxy, proxy_key) = (dir.join("proxy.crt"), dir.join("proxy.key"));
+    let refused = dir.join("refused-proxy-secret");
+    let (refused_crt, refused_key) = (refused.join("tls.crt"), refused.join("tls.key"));
+    let closed = tk::free_port();
+    let mut sidecars = Vec::new();
+    let mut endpoint = |name: &str, port: u16, cert: &Path, key: &Path| match mode {
+        Mode::Direct => format!("localhost:{port}"),
+        Mode::Sidecar => {
+            let kc = virt_api_kubeconfig(dir, name, port, kv_ca, cert, key);
+            let s = sidecar(dir, &kc);
+            let url = format!("http://127.0.0.1:{}", s.port);
+            sidecars.push(s);
+            url
+        }
+    };
+    let m = mode.name();
+    let ep = endpoint("virt-api", fake_port, &proxy, &proxy_key);
+    let server = Server::start(
+        dir,
+        &format!("server-{m}"),
+        sa_kubeconfig,
+        &args(ep, &proxy, &proxy_key),
+    );
+    let ep = match mode {
+        Mode::Direct => format!("127.0.0.1:{closed}"),
+        Mode::Sidecar => endpoint("virt-api-down", closed, &proxy, &proxy_key),
+    };
+    let server_down = Server::start(
+        dir,
+        &format!("server-down-{m}"),
+        sa_kubeconfig,
+        &args(ep, &proxy, &proxy_key),
+    );
+    // The sidecar reads its certificate once: it gets the rogue one itself.
+    let (rc, rk) = match mode {
+        Mode::Direct => (refused_crt, refused_key),
+        Mode::Sidecar => (dir.join("rogue.crt"), dir.join("rogue.key")),
+    };
+    let ep = endpoint("virt-api-refused", fake_port, &rc, &rk);
+    let server_refused = Server::start(
+        dir,
+        &format!("server-refused-{m}"),
+        sa_kubeconfig,
+        &args(ep, &rc, &rk),
+    );
+    (server, server_down, server_refused, sidecars)
+}
+
+/// Registers the server on `port` with the aggregator (ExternalName Service on loopback +
+/// APIService, the verified local recipe; a previous registration is replaced) and waits until
+/// the aggregator serves the group from it.
+fn register(cp: &tk::ControlPlane, module_ca: &Path, port: u16) {
+    let _ = cp.kubectl(&[
+        "delete",
+        "apiservice",
+        "v1alpha2.subresources.virtualization.deckhouse.io",
+        "--ignore-not-found",
+    ]);
+    let ca_bundle = base64_encode(&std::fs::read(module_ca).unwrap());
+    apply(
+        cp,
+        &format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: virtualization-api, namespace: d8-virtualization}}\nspec:\n  type: ExternalName\n  externalName: localhost\n  ports: [{{name: https, port: {port}, protocol: TCP, targetPort: {port}}}]\n---\napiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {{name: v1alpha2.subresources.virtualization.deckhouse.io}}\nspec:\n  group: subresources.virtualization.deckhouse.io\n  version: v1alpha2\n  groupPriorityMinimum: 999\n  versionPriority: 15\n  service: {{name: virtualization-api, namespace: d8-virtualization, port: {port}}}\n  caBundle: {ca_bundle}\n"
+        ),
+    );
+    wait_for("APIService Available", Duration::from_secs(60), || {
+        let o = cp.kubectl(&[
+            "get",
+            "apiservice",
+            "v1alpha2.subresources.virtualization.deckhouse.io",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+        ]);
+        o.stdout == b"True"
+    });
+    // Available is reported before the aggregator's proxy handler serves the group.
+    wait_for("the aggregator serves the group", Duration::from_secs(30), || {
+        cp.kubectl(&["get", "--raw", GROUP_PATH]).status.success()
+    });
+}
+
+impl Env {
+    /// Stops this mode's servers and sidecars, starts `mode`'s and registers them.
+    fn switch(&mut self, mode: Mode) {
+        let (server, down, refused, sidecars) = start_servers(
+            mode,
+            &self.dir,
+            &self.sa_kubeconfig,
+            &self.kv_ca,
+            (&self.serving.0, &self.serving.1),
+            self.fake.port,
+        );
+        self.server = server;
+        self.server_down = down;
+        self.server_refused = refused;
+        self.sidecars = sidecars;
+        self.mode = mode;
+        register(&self.cp, &self.module_ca, self.server.port);
+    }
+}
+
 fn setup() -> Env {
     let cp = tk::ControlPlane::up();
     let dir = tk::temp_dir("virtualization-api");
@@ -453,66 +641,15 @@ fn setup() -> Env {
     set_phase(&cp, "vm-stopped", "Stopped");
     set_phase(&cp, "vm-migrating", "Migrating");
 
-    let p = |x: &Path| x.to_str().unwrap().to_owned();
-    let args = |endpoint: String, cert: &Path, key: &Path| {
-        vec![
-            format!("--tls-cert-file={}", p(&serving)),
-            format!("--tls-private-key-file={}", p(&serving_key)),
-            format!("--kubevirt-endpoint={endpoint}"),
-            format!("--kubevirt-cabundle={}", p(&kv_ca)),
-            format!("--proxy-client-cert-file={}", p(cert)),
-            format!("--proxy-client-key-file={}", p(key)),
-            "--service-account-name=virtualization-api".into(),
-            "--service-account-namespace=d8-virtualization".into(),
-        ]
-    };
-    let server = Server::start(
+    let (server, server_down, server_refused, sidecars) = start_servers(
+        Mode::Direct,
         &dir,
-        "server",
         &sa_kubeconfig,
-        &args(format!("localhost:{}", fake.port), &proxy, &proxy_key),
+        &kv_ca,
+        (&serving, &serving_key),
+        fake.port,
     );
-    let server_down = Server::start(
-        &dir,
-        "server-down",
-        &sa_kubeconfig,
-        &args(format!("127.0.0.1:{}", tk::free_port()), &proxy, &proxy_key),
-    );
-    let server_refused = Server::start(
-        &dir,
-        "server-refused",
-        &sa_kubeconfig,
-        &args(
-            format!("localhost:{}", fake.port),
-            &refused_proxy.join("tls.crt"),
-            &refused_proxy.join("tls.key"),
-        ),
-    );
-
-    // Register: ExternalName Service on loopback + APIService (the verified local recipe).
-    let ca_bundle = base64_encode(&std::fs::read(&module_ca).unwrap());
-    apply(
-        &cp,
-        &format!(
-            "apiVersion: v1\nkind: Service\nmetadata: {{name: virtualization-api, namespace: d8-virtualization}}\nspec:\n  type: ExternalName\n  externalName: localhost\n  ports: [{{name: https, port: {port}, protocol: TCP, targetPort: {port}}}]\n---\napiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {{name: v1alpha2.subresources.virtualization.deckhouse.io}}\nspec:\n  group: subresources.virtualization.deckhouse.io\n  version: v1alpha2\n  groupPriorityMinimum: 999\n  versionPriority: 15\n  service: {{name: virtualization-api, namespace: d8-virtualization, port: {port}}}\n  caBundle: {ca_bundle}\n",
-            port = server.port
-        ),
-    );
-    wait_for("APIService Available", Duration::from_secs(60), || {
-        let o = cp.kubectl(&[
-            "get",
-            "apiservice",
-            "v1alpha2.subresources.virtualization.deckhouse.io",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
-        ]);
-        o.stdout == b"True"
-    });
-
-    // Available is reported before the aggregator's proxy handler serves the group.
-    wait_for("the aggregator serves the group", Duration::from_secs(30), || {
-        cp.kubectl(&["get", "--raw", GROUP_PATH]).status.success()
-    });
+    register(&cp, &module_ca, server.port);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -520,6 +657,11 @@ fn setup() -> Env {
     Env {
         cp,
         dir,
+        mode: Mode::Direct,
+        sidecars,
+        sa_kubeconfig,
+        kv_ca,
+        serving: (serving, serving_key),
         server,
         server_down,
         server_refused,
@@ -533,9 +675,22 @@ fn setup() -> Env {
 #[test]
 fn virtualization_api_end_to_end() {
     let t0 = Instant::now();
-    let env = setup();
+    let mut env = setup();
     eprintln!("setup took {:?}", t0.elapsed());
-    let e = &env;
+    for mode in [Mode::Direct, Mode::Sidecar] {
+        let t = Instant::now();
+        if env.mode != mode {
+            env.switch(mode);
+        }
+        eprintln!("--- mode {} (servers up in {:?})", mode.name(), t.elapsed());
+        run_mode(&env);
+        eprintln!("--- mode {} took {:?}", mode.name(), t.elapsed());
+    }
+    eprintln!("whole test took {:?}", t0.elapsed());
+    let _ = std::fs::remove_dir_all(&env.dir);
+}
+
+fn run_mode(e: &Env) {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         tk::run_cases(&[
             ("discovery through kube-apiserver", &|| discovery(e)),
@@ -545,6 +700,7 @@ fn virtualization_api_end_to_end() {
             ("vnc over WebSocket", &|| vnc(e)),
             ("portforward to the echo port", &|| portforward(e)),
             ("freeze, unfreeze, addvolume, removevolume", &|| puts(e)),
+            ("virt-api's errors come back in our group", &|| virt_api_errors(e)),
             ("GET virtualmachines/{name}", &|| get_vm(e)),
             ("403 from kube-apiserver for a user without RBAC", &|| {
                 forbidden_by_kube_apiserver(e)
@@ -556,16 +712,19 @@ fn virtualization_api_end_to_end() {
             ("slow clients are cut off", &|| slow_clients(e)),
             ("bad input, no leaked connection", &|| bad_input(e)),
             ("proxy client certificate reloaded", &|| proxy_cert_reload(e)),
+            ("only the configured identity reaches virt-api", &|| identity(e)),
         ]);
     }));
     if let Err(panic) = result {
+        eprintln!("===== mode {}", e.mode.name());
         for s in [&e.server, &e.server_down, &e.server_refused] {
+            eprintln!("===== {}\n{}", s.log.display(), s.logs());
+        }
+        for s in &e.sidecars {
             eprintln!("===== {}\n{}", s.log.display(), s.logs());
         }
         std::panic::resume_unwind(panic);
     }
-    eprintln!("whole test took {:?}", t0.elapsed());
-    let _ = std::fs::remove_dir_all(&e.dir);
 }
 
 fn discovery(e: &Env) {
@@ -935,25 +1094,31 @@ fn unauthorized(e: &Env) {
 }
 
 fn reload(e: &Env) {
+    let subject = format!("virtualization-api-rotated-{}", e.mode.name());
     let before = served_subject(e.server.port);
     assert!(
-        before.contains("virtualization-api") && !before.contains("rotated"),
+        before.contains("virtualization-api") && !before.contains(&subject),
         "{before}"
     );
     let module_key = e.dir.join("virtualization-ca.key");
     let (crt, key) = tk::signed_cert(
         &e.dir,
-        "serving-rotated",
-        "virtualization-api-rotated",
+        &subject,
+        &subject,
         Some("DNS:virtualization-api.d8-virtualization.svc,DNS:localhost,IP:127.0.0.1"),
         &e.module_ca,
         &module_key,
     );
-    secret_volume(&e.dir.join("serving-secret"), "..v2", &crt, &key);
+    secret_volume(
+        &e.dir.join("serving-secret"),
+        &format!("..{}", e.mode.name()),
+        &crt,
+        &key,
+    );
     wait_for(
         "the rotated certificate is served",
         Duration::from_secs(20),
-        || served_subject(e.server.port).contains("virtualization-api-rotated"),
+        || served_subject(e.server.port).contains(&subject),
     );
     assert!(
         e.server.logs().contains("certificate reloaded"),
@@ -966,7 +1131,12 @@ fn reload(e: &Env) {
 }
 
 /// The refused server gets the right client certificate (a ..data swap) and reaches virt-api.
+/// Direct mode only: in sidecar mode the sidecar holds the certificate.
 fn proxy_cert_reload(e: &Env) {
+    if e.mode == Mode::Sidecar {
+        eprintln!("    (the sidecar holds the client certificate: nothing to reload here)");
+        return;
+    }
     let put = || {
         e.admin(
             &e.server_refused,
@@ -991,6 +1161,12 @@ fn proxy_cert_reload(e: &Env) {
 
 /// The bad-input requests.
 fn bad_batch(e: &Env) {
+    // What the server relays when virt-api is down or refuses the certificate: its own
+    // message (direct), or the sidecar's `Status`.
+    let unavailable = |direct: &'static str| match e.mode {
+        Mode::Direct => direct,
+        Mode::Sidecar => "upstream is unavailable",
+    };
     let cases: Vec<(&Server, Vec<&str>, String, u16, &str)> = vec![
         (
             &e.server,
@@ -1074,7 +1250,7 @@ fn bad_batch(e: &Env) {
             vec!["-X", "PUT", "-d", "{}"],
             vm_path("vm-running", "unfreeze"),
             503,
-            "error trying to reach service: dial tcp",
+            unavailable("error trying to reach service: dial tcp"),
         ),
         (
             &e.server_down,
@@ -1087,14 +1263,14 @@ fn bad_batch(e: &Env) {
             ],
             vm_path("vm-running", "console"),
             503,
-            "error trying to reach service",
+            unavailable("error trying to reach service"),
         ),
         (
             &e.server_refused,
             vec!["-X", "PUT", "-d", "{}"],
             vm_path("vm-running", "unfreeze"),
             503,
-            "error trying to reach service: connection error: received fatal alert",
+            unavailable("error trying to reach service: connection error: received fatal alert"),
         ),
     ];
     let big = e.dir.join("big.json");
@@ -1238,4 +1414,89 @@ fn bad_input(e: &Env) {
         "open sockets after the bad input: {:?} (baseline {base:?})",
         servers.iter().map(|s| s.sockets()).collect::<Vec<_>>()
     );
+}
+
+/// Whatever identity the caller claims, virt-api sees only the service account: the server
+/// replaces the aggregator's `X-Remote-*`; in sidecar mode a process that reaches the sidecar
+/// itself with forged headers gets the same.
+fn identity(e: &Env) {
+    let last = || e.fake.all().last().cloned().expect("a request reached virt-api");
+    let (code, body) = e.as_user(
+        &e.server,
+        "admin",
+        &["system:masters", "system:authenticated"],
+        &["-X", "PUT", "-d", "{}", "-H", "X-Remote-Extra-Scopes: all"],
+        &vm_path("vm-running", "unfreeze"),
+    );
+    assert_eq!(code, 200, "{body}");
+    let seen = last();
+    assert!(
+        seen.path.starts_with("/apis/subresources.kubevirt.io/v1/"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        (seen.user.as_str(), seen.groups.clone()),
+        (SA, vec!["system:serviceaccounts".to_owned()])
+    );
+    if e.mode == Mode::Direct {
+        return;
+    }
+    let sidecar = &e.sidecars[0];
+    let url = sidecar.url(
+        "/apis/subresources.virtualization.deckhouse.io/v1alpha2/namespaces/demo/virtualmachineinstances/vm-running/unfreeze",
+    );
+    let out = tk::ok(&tk::curl(&[
+        "-sS",
+        "-X",
+        "PUT",
+        "-d",
+        "{}",
+        "-H",
+        "X-Remote-User: system:admin",
+        "-H",
+        "X-Remote-Group: system:masters",
+        "-H",
+        "X-Remote-Extra-Scopes: all",
+        "-w",
+        "%{http_code}",
+        &url,
+    ]));
+    assert_eq!(out, "200");
+    let seen = last();
+    assert_eq!(
+        seen.path,
+        "/apis/subresources.kubevirt.io/v1/namespaces/demo/virtualmachineinstances/vm-running/unfreeze"
+    );
+    assert_eq!(
+        (seen.user.as_str(), seen.groups.clone()),
+        (SA, vec!["system:serviceaccounts".to_owned()])
+    );
+    assert!(!seen.extra, "{seen:?}");
+    // The sidecar is ready while virt-api answers its /readyz; the one in front of a closed
+    // port is not.
+    assert_eq!(sidecar.readyz(), "200");
+    assert_ne!(e.sidecars[1].readyz(), "200");
+}
+
+/// A `Status` error from virt-api reaches the client: in direct mode as virt-api wrote it, in
+/// sidecar mode with the group renamed back to ours.
+fn virt_api_errors(e: &Env) {
+    let (code, body) = e.admin(
+        &e.server,
+        &["-X", "PUT", "-d", "{}"],
+        &vm_path("vm-stopped", "removevolume"),
+    );
+    assert_eq!(code, 404, "{body}");
+    let st = tk::parse_json(&body);
+    assert_eq!(
+        (st["kind"].as_str(), st["reason"].as_str()),
+        (Some("Status"), Some("NotFound")),
+        "{body}"
+    );
+    let group = match e.mode {
+        Mode::Direct => "subresources.kubevirt.io",
+        Mode::Sidecar => "subresources.virtualization.deckhouse.io",
+    };
+    assert_eq!(st["details"]["group"], group, "{body}");
+    assert_eq!(st["details"]["kind"], "virtualmachineinstances", "{body}");
 }

@@ -4,7 +4,8 @@
 //! `X-Remote-User` = the expected service account and exactly `X-Remote-Group:
 //! system:serviceaccounts` (else 403). `console` echoes WebSocket messages, `vnc` sends an RFB
 //! greeting and then echoes, `portforward/{port}/tcp` bridges to 127.0.0.1:{port}; `/readyz`
-//! answers `ok`; PUT paths and bodies are recorded.
+//! answers `ok`; PUT paths and bodies are recorded. A PUT on the instance of `vm-stopped`
+//! (which has none) gets a 404 `Status` of virt-api's group.
 
 use std::convert::Infallible;
 use std::path::Path;
@@ -35,6 +36,8 @@ pub struct Seen {
     pub body: String,
     pub user: String,
     pub groups: Vec<String>,
+    /// Any `X-Remote-Extra-*` header came.
+    pub extra: bool,
 }
 
 /// The running double.
@@ -92,6 +95,7 @@ pub fn start(cert: &Path, key: &Path, client_ca: &Path, user: &str) -> FakeVirtA
         let seen = Arc::clone(&s2);
         let user = Arc::clone(&user);
         async move {
+            let _ = tcp.set_nodelay(true);
             // A client without an acceptable certificate fails here.
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
@@ -147,6 +151,10 @@ async fn handle(
         body: String::from_utf8_lossy(&body).into_owned(),
         user: user.clone(),
         groups: groups.clone(),
+        extra: parts
+            .headers
+            .keys()
+            .any(|k| k.as_str().starts_with("x-remote-extra-")),
     });
     if user != want_user || groups != ["system:serviceaccounts"] {
         return reply(
@@ -158,6 +166,15 @@ async fn handle(
         return reply(StatusCode::NOT_FOUND, "fake virt-api: unknown path");
     };
     if parts.method == http::Method::PUT {
+        if rest.contains("/virtualmachineinstances/vm-stopped/") {
+            let mut r = reply(
+                StatusCode::NOT_FOUND,
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"virtualmachineinstances.subresources.kubevirt.io \"vm-stopped\" not found","reason":"NotFound","details":{"name":"vm-stopped","group":"subresources.kubevirt.io","kind":"virtualmachineinstances"},"code":404}"#,
+            );
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+            return r;
+        }
         return reply(StatusCode::OK, "");
     }
     let segs: Vec<&str> = rest.split('/').collect();
@@ -228,30 +245,41 @@ impl Stream {
                 }
             }
             Stream::Forward(port) => {
-                let Ok(mut tcp) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+                let Ok(tcp) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
                     let _ = ws.close(None).await;
                     return;
                 };
-                let mut buf = vec![0u8; 16 * 1024];
-                loop {
-                    tokio::select! {
-                        m = ws.next() => match m {
-                            Some(Ok(Message::Binary(b))) => {
-                                if tcp.write_all(&b).await.is_err() { return; }
-                            }
-                            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
-                            Some(Ok(_)) => {}
-                        },
-                        n = tcp.read(&mut buf) => match n {
-                            Ok(0) | Err(_) => { let _ = ws.close(None).await; return; }
+                let _ = tcp.set_nodelay(true);
+                // Both directions at once: a peer that writes back while we write (an echo
+                // port) must not wait for us to finish writing.
+                let (mut rd, mut wr) = tcp.into_split();
+                let (mut sink, mut stream) = ws.split();
+                let up = async {
+                    while let Some(Ok(m)) = stream.next().await {
+                        match m {
+                            Message::Binary(b) if wr.write_all(&b).await.is_err() => break,
+                            Message::Close(_) => break,
+                            _ => {}
+                        }
+                    }
+                    let _ = wr.shutdown().await;
+                };
+                let down = async {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        match rd.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
                             Ok(n) => {
-                                if ws.send(Message::Binary(Bytes::copy_from_slice(&buf[..n]))).await.is_err() {
-                                    return;
+                                let m = Message::Binary(Bytes::copy_from_slice(&buf[..n]));
+                                if sink.send(m).await.is_err() {
+                                    break;
                                 }
                             }
-                        },
+                        }
                     }
-                }
+                    let _ = sink.close().await;
+                };
+                tokio::join!(up, down);
             }
         }
     }
@@ -260,6 +288,7 @@ impl Stream {
 /// A TCP echo server on a free loopback port (the port-forward target).
 pub fn echo_server() -> u16 {
     kube_api_rewriter_testkit::spawn_double(|mut s| async move {
+        let _ = s.set_nodelay(true);
         let (mut r, mut w) = s.split();
         let _ = tokio::io::copy(&mut r, &mut w).await;
     })

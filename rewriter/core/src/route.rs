@@ -90,9 +90,6 @@ pub enum ResponseBody<'a> {
     NotFound(Vec<u8>),
 }
 
-/// Subresources whose bodies are not JSON objects.
-const STREAMING_SUBRESOURCES: &[&str] = &["log", "exec", "attach", "portforward", "proxy"];
-
 impl Route {
     /// Routes a request.
     pub fn new(rules: &Rules, mode: ProxyMode, method: &str, path_and_query: &str) -> Route {
@@ -174,7 +171,7 @@ impl Route {
                     && !f
                         .sub
                         .as_deref()
-                        .is_some_and(|s| STREAMING_SUBRESOURCES.contains(&s))
+                        .is_some_and(|s| rules.is_streaming_subresource(s))
             }
             Prefix::Apis => match (&f.group, &f.resource) {
                 (None, _) => true,
@@ -184,7 +181,7 @@ impl Route {
                     let sub_stream = f
                         .sub
                         .as_deref()
-                        .is_some_and(|s| STREAMING_SUBRESOURCES.contains(&s));
+                        .is_some_and(|s| rules.is_streaming_subresource(s));
                     !sub_stream && (crd || rules.resource(g, r).is_some() || rules.rewrites_resource(r))
                 }
             },
@@ -598,5 +595,64 @@ mod tests {
             let r = Route::new(&rules, ProxyMode::Api, "GET", path);
             assert!(!r.upstream_path.contains("a/b"), "{path}: {}", r.upstream_path);
         }
+    }
+
+    /// `rules/virtualization-api.yaml`: our subresources group to virt-api's, streams spliced
+    /// (never rewritten), the PUT subresources rewritten (a Status error gets its group back).
+    #[test]
+    fn virtualization_api_rules() {
+        let rules = Rules::parse(&[crate::rules::Source {
+            name: "rules/virtualization-api.yaml",
+            text: include_str!("../../../rules/virtualization-api.yaml"),
+        }])
+        .expect("valid");
+        let ours = "/apis/subresources.virtualization.deckhouse.io/v1alpha2/namespaces/ns";
+        let theirs = "/apis/subresources.kubevirt.io/v1/namespaces/ns";
+        for (method, tail, rewrite) in [
+            ("GET", "virtualmachineinstances/vm/console", false),
+            ("GET", "virtualmachineinstances/vm/vnc", false),
+            ("GET", "virtualmachineinstances/vm/portforward/22/tcp", false),
+            ("PUT", "virtualmachineinstances/vm/freeze", true),
+            ("PUT", "virtualmachines/vm/addvolume", true),
+        ] {
+            let r = Route::new(&rules, ProxyMode::Api, method, &format!("{ours}/{tail}"));
+            assert_eq!(r.upstream_path, format!("{theirs}/{tail}"));
+            assert_eq!(r.rewrite, rewrite, "{tail}");
+        }
+        // Without the extension, console is not a stream: its bodies would be rewritten.
+        let plain = Rules::parse(&[crate::rules::Source {
+            name: "r.yaml",
+            text: "rules: {subresources.virtualization.deckhouse.io: {groupRule: {group: subresources.virtualization.deckhouse.io, renamed: subresources.kubevirt.io}, resourceRules: {virtualmachineinstances: {kind: VirtualMachineInstance}}}}",
+        }])
+        .expect("valid");
+        let r = Route::new(
+            &plain,
+            ProxyMode::Api,
+            "GET",
+            &format!("{ours}/virtualmachineinstances/vm/console"),
+        );
+        assert!(r.rewrite);
+        // virt-api's errors come back in our group.
+        let st = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"virtualmachineinstances.subresources.kubevirt.io \"vm\" not found","reason":"NotFound","details":{"name":"vm","group":"subresources.kubevirt.io","kind":"virtualmachineinstances"},"code":404}"#;
+        let r = Route::new(
+            &rules,
+            ProxyMode::Api,
+            "PUT",
+            &format!("{ours}/virtualmachineinstances/vm/freeze"),
+        );
+        let out = match r.response_body(&rules, st).expect("rewrites") {
+            ResponseBody::Body(b) => String::from_utf8(b.into_owned()).expect("utf-8"),
+            ResponseBody::NotFound(_) => panic!("not hidden"),
+        };
+        assert!(
+            out.contains(r#""group":"subresources.virtualization.deckhouse.io""#),
+            "{out}"
+        );
+        // A body that is not a Kubernetes object passes untouched.
+        let body = br#"{"unfreezeTimeout":"5m"}"#;
+        let b = r
+            .request_body(&rules, Some("application/json"), body)
+            .expect("ok");
+        assert_eq!(&b.body[..], &body[..]);
     }
 }

@@ -146,6 +146,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             shutdown: shutdown.watch(),
             rule_paths_only: false,
             stream_idle_timeout: cfg.stream_idle_timeout,
+            remote_identity: Some(cfg.remote_identity.clone()),
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, "API proxy listening");
         let h = move |req| Arc::clone(&proxy).handle(req);
@@ -170,6 +171,7 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
             shutdown: shutdown.watch(),
             rule_paths_only: w_rule_paths_only,
             stream_idle_timeout: cfg.stream_idle_timeout,
+            remote_identity: None,
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, tls = acc.is_some(), "webhook proxy listening");
         let h = move |req| Arc::clone(&proxy).handle(req);

@@ -122,6 +122,14 @@ pub struct ProxyArgs {
     /// Open connections at most on the monitoring listener.
     #[arg(long, env = "MONITORING_MAX_CONNECTIONS", default_value = "64")]
     pub monitoring_max_connections: String,
+    /// `X-Remote-User` sent upstream on every API proxy request (for an upstream that trusts the
+    /// kubeconfig's client certificate as a front proxy, such as KubeVirt's virt-api). Client
+    /// `X-Remote-*` headers are always dropped.
+    #[arg(long, env = "REMOTE_USER", default_value = "")]
+    pub remote_user: String,
+    /// `X-Remote-Group` values (comma-separated) sent with `REMOTE_USER`.
+    #[arg(long, env = "REMOTE_GROUPS", default_value = "")]
+    pub remote_groups: String,
     /// How often upstream `/readyz` is polled.
     #[arg(long, env = "READYZ_POLL_INTERVAL", default_value = "1s")]
     pub readyz_poll_interval: String,
@@ -252,6 +260,8 @@ pub struct Config {
     pub max_connections: usize,
     /// Connection cap of the monitoring listener.
     pub monitoring_max_connections: usize,
+    /// The `X-Remote-*` identity sent upstream by the API proxy.
+    pub remote_identity: crate::remote::RemoteIdentity,
     /// Readiness poll interval.
     pub readyz_poll_interval: Duration,
     /// Readiness staleness limit.
@@ -440,6 +450,15 @@ impl ProxyArgs {
                 "MONITORING_MAX_CONNECTIONS",
                 &self.monitoring_max_connections,
             )?,
+            remote_identity: crate::remote::RemoteIdentity::new(&self.remote_user, &self.remote_groups)
+                .map_err(|e| {
+                    let (name, v) = if self.remote_user.trim().is_empty() {
+                        ("REMOTE_GROUPS", &self.remote_groups)
+                    } else {
+                        ("REMOTE_USER", &self.remote_user)
+                    };
+                    bad(name, v, e.to_string())
+                })?,
             readyz_poll_interval: duration("READYZ_POLL_INTERVAL", &self.readyz_poll_interval)?,
             readyz_stale_after: duration("READYZ_STALE_AFTER", &self.readyz_stale_after)?,
         })
@@ -666,6 +685,12 @@ mod tests {
         assert_eq!(c.max_connections, 10);
         assert!(c.drop_impersonation_headers);
         assert_eq!(c.pprof_bind_address.as_deref(), Some(":8129"));
+        let c = args(&["--remote-user", "u", "--remote-groups", "g1,g2"])
+            .resolve()
+            .expect("valid");
+        assert!(c.remote_identity.is_set());
+        let e = args(&["--remote-groups", "g"]).resolve().expect_err("no user");
+        assert!(e.to_string().starts_with("REMOTE_GROUPS="), "{e}");
         let e = args(&["--max-connections", "0"]).resolve().expect_err("zero");
         assert!(e.to_string().starts_with("MAX_CONNECTIONS="), "{e}");
     }

@@ -13,6 +13,7 @@
 //! * [`shutdown`], [`server`], [`app`]: signals, accept loops and start-up; [`conns`]: the
 //!   connection cap of a listener.
 //! * [`reload`]: `RULES_PATH` reloaded without a restart.
+//! * [`remote`]: the `X-Remote-User`/`X-Remote-Group` sent upstream (`REMOTE_USER`, `REMOTE_GROUPS`).
 
 pub mod app;
 pub mod config;
@@ -25,6 +26,7 @@ pub mod metrics;
 pub mod monauth;
 pub mod proxy;
 pub mod reload;
+pub mod remote;
 pub mod rlimit;
 pub mod server;
 pub mod shutdown;

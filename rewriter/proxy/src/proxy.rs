@@ -50,6 +50,9 @@ pub struct Proxy {
     pub stream_idle_timeout: Duration,
     /// Webhook proxy: answer 404 for paths no webhook rule names instead of forwarding them.
     pub rule_paths_only: bool,
+    /// API proxy: the `X-Remote-*` identity sent upstream (client ones are dropped); `None`
+    /// for the webhook proxy.
+    pub remote_identity: Option<crate::remote::RemoteIdentity>,
 }
 
 /// The proxy's own answer to a request it could not forward.
@@ -137,6 +140,9 @@ impl Proxy {
     /// upstream URI.
     fn prepare_upstream(&self, route: &Route, headers: &mut http::HeaderMap) -> Result<http::Uri, Error> {
         self.upstream.authorize(headers);
+        if let Some(id) = &self.remote_identity {
+            id.apply(headers);
+        }
         self.upstream
             .uri(&route.upstream_path)
             .map_err(|e| Error::InvalidPath(e.to_string()))

@@ -155,6 +155,9 @@ pub struct Exclude {
     pub labels: BTreeMap<String, String>,
 }
 
+/// Subresources that always stream (their bodies are not JSON objects).
+const DEFAULT_STREAMING_SUBRESOURCES: &[&str] = &["log", "exec", "attach", "portforward", "proxy"];
+
 /// A compiled, validated rule set.
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
@@ -187,6 +190,7 @@ pub struct Rules {
     pub warnings: Vec<String>,
     rewrite_core: bool,
     rewrite_resources: HashSet<String>,
+    streaming_subresources: HashSet<String>,
     pub(crate) plans: Plans,
     version: u64,
 }
@@ -436,6 +440,8 @@ impl Rules {
             }
             self.rewrite_resources.extend(rr.resources.unwrap_or_default());
         }
+        self.streaming_subresources
+            .extend(f.streaming_subresources.unwrap_or_default());
         // Two original groups may share a renamed group only if their kinds stay distinct.
         for idxs in self.by_renamed.values() {
             let mut seen = HashMap::new();
@@ -459,6 +465,23 @@ impl Rules {
     }
 
     // === lookups ===
+
+    /// Whether a subresource streams over an upgraded connection: `log`, `exec`, `attach`,
+    /// `portforward`, `proxy`, and those the rule files' `streamingSubresources` add. Bodies of
+    /// these are never rewritten.
+    ///
+    /// ```
+    /// let rules = kube_api_rewriter::Rules::parse(&[kube_api_rewriter::rules::Source {
+    ///     name: "r.yaml",
+    ///     text: "streamingSubresources: [console, vnc]",
+    /// }])
+    /// .unwrap();
+    /// assert!(rules.is_streaming_subresource("console") && rules.is_streaming_subresource("exec"));
+    /// assert!(!rules.is_streaming_subresource("freeze"));
+    /// ```
+    pub fn is_streaming_subresource(&self, sub: &str) -> bool {
+        DEFAULT_STREAMING_SUBRESOURCES.contains(&sub) || self.streaming_subresources.contains(sub)
+    }
 
     /// All renamed groups.
     pub fn groups(&self) -> &[Group] {

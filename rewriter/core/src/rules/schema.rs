@@ -64,6 +64,16 @@ pub struct RuleFile {
         rename = "rewriteResponses"
     )]
     pub rewrite_responses: Option<RewriteResponses>,
+    /// Extension: subresources that stream over an upgraded connection, in addition to
+    /// `log`, `exec`, `attach`, `portforward` and `proxy` (e.g. KubeVirt's `console`, `vnc`):
+    /// their bodies are never rewritten and their upgrades are spliced.
+    #[serde(
+        default,
+        alias = "StreamingSubresources",
+        alias = "streamingsubresources",
+        rename = "streamingSubresources"
+    )]
+    pub streaming_subresources: Option<Vec<String>>,
 }
 
 /// One renamed API group.
