@@ -617,7 +617,7 @@ mod tests {
         ] {
             let r = Route::new(&rules, ProxyMode::Api, method, &format!("{ours}/{tail}"));
             assert_eq!(r.upstream_path, format!("{theirs}/{tail}"));
-            assert_eq!(r.rewrite, rewrite, "{tail}");
+            assert_eq!(r.rewrite_bodies, rewrite, "{tail}");
         }
         // Without the extension, console is not a stream: its bodies would be rewritten.
         let plain = Rules::parse(&[crate::rules::Source {
@@ -631,7 +631,7 @@ mod tests {
             "GET",
             &format!("{ours}/virtualmachineinstances/vm/console"),
         );
-        assert!(r.rewrite);
+        assert!(r.rewrite_bodies);
         // virt-api's errors come back in our group.
         let st = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"virtualmachineinstances.subresources.kubevirt.io \"vm\" not found","reason":"NotFound","details":{"name":"vm","group":"subresources.kubevirt.io","kind":"virtualmachineinstances"},"code":404}"#;
         let r = Route::new(
