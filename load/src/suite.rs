@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use kube_api_rewriter_testkit::{ControlPlane, ProxyProc, temp_dir, wait_crd_established};
 
-use crate::client::{self, End, Event, Seen};
+use crate::client::{self, End, Event, Progress, Seen};
 use crate::procstat;
 
 /// Sizes of one run.
@@ -156,6 +156,8 @@ impl Drop for Direct {
 struct Watches {
     count: Arc<AtomicUsize>,
     started: Arc<AtomicUsize>,
+    progress: Vec<Arc<Progress>>,
+    port: u16,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<anyhow::Result<Seen>>>,
 }
@@ -165,13 +167,16 @@ impl Watches {
         let count = Arc::new(AtomicUsize::new(0));
         let started = Arc::new(AtomicUsize::new(0));
         let (stop, rx) = tokio::sync::watch::channel(false);
-        let tasks = (0..n)
-            .map(|_| {
+        let progress: Vec<Arc<Progress>> = (0..n).map(|_| Arc::default()).collect();
+        let tasks = progress
+            .iter()
+            .map(|p| {
                 tokio::spawn(client::watch(
                     port,
                     path.to_owned(),
                     Arc::clone(&count),
                     Arc::clone(&started),
+                    Arc::clone(p),
                     rx.clone(),
                 ))
             })
@@ -179,9 +184,53 @@ impl Watches {
         Watches {
             count,
             started,
+            progress,
+            port,
             stop,
             tasks,
         }
+    }
+
+    /// The per-watch diagnostics of a failure: how many watches got how many events, and each
+    /// watch short of `expected` (the first 40) with its status, timings and connection.
+    fn report(&self, expected: usize) -> String {
+        let mut by_count = std::collections::BTreeMap::<usize, usize>::new();
+        let mut short = Vec::new();
+        let socks = procstat::sockets(self.port);
+        // The queues of both ends of a watch's connection to the proxy.
+        let queues = |local: u16| {
+            let end = |f: &dyn Fn(&procstat::Socket) -> bool| {
+                socks.iter().find(|s| f(s)).map_or("gone".to_owned(), |s| {
+                    format!("tx {} rx {}", s.tx_queue, s.rx_queue)
+                })
+            };
+            format!(
+                "driver end {}, proxy end {}",
+                end(&|s| s.local == local && s.remote == self.port),
+                end(&|s| s.local == self.port && s.remote == local)
+            )
+        };
+        for (i, p) in self.progress.iter().enumerate() {
+            let n = p.events.load(Ordering::SeqCst);
+            *by_count.entry(n).or_default() += 1;
+            if n < expected {
+                let local = u16::try_from(p.local_port.load(Ordering::SeqCst)).unwrap_or(0);
+                short.push(format!("  watch {i}: {}; {}", p.describe(), queues(local)));
+            }
+        }
+        let mut out = format!(
+            "watches by events received (events: watches): {by_count:?}; {} of {} short of {expected}",
+            short.len(),
+            self.progress.len()
+        );
+        for l in short.iter().take(40) {
+            out.push('\n');
+            out.push_str(l);
+        }
+        if short.len() > 40 {
+            out.push_str(&format!("\n  ... and {} more", short.len() - 40));
+        }
+        out
     }
 
     async fn finish(self, stop: bool) -> anyhow::Result<Vec<Seen>> {
@@ -194,6 +243,36 @@ impl Watches {
         }
         Ok(out)
     }
+}
+
+/// The proxy's (and kubectl's) connections to kube-apiserver with their socket queues: a
+/// connection whose receive queue stays full is one the proxy stopped reading.
+fn upstream_sockets(cp: &ControlPlane) -> String {
+    let Ok(api) = cp.get("APISERVER_PORT").parse::<u16>() else {
+        return String::new();
+    };
+    let socks: Vec<String> = procstat::sockets(api)
+        .into_iter()
+        .filter(|s| s.remote == api)
+        .map(|s| format!("{}(tx {} rx {})", s.local, s.tx_queue, s.rx_queue))
+        .collect();
+    format!(
+        "connections to kube-apiserver: {}: {}",
+        socks.len(),
+        socks.join(" ")
+    )
+}
+
+/// kube-apiserver's own count of watches it closed because they read too slowly
+/// (`apiserver_terminated_watchers_total`, by resource).
+fn terminated_watchers(cp: &ControlPlane) -> String {
+    let o = cp.kubectl(&["get", "--raw", "/metrics"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_terminated_watchers_total"))
+        .collect();
+    format!("kube-apiserver terminated watchers: {lines:?}")
 }
 
 /// Every watch saw exactly `direct`, restored, with status 200.
@@ -282,10 +361,34 @@ pub fn run(s: &Settings) -> anyhow::Result<Figures> {
     }
     let port = p.port;
     let res = rt.block_on(phases(s, &cp, &mut p, port, pid, &mut fig));
+    let res = match res {
+        Ok(()) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok(fig)
+        }
+        Err(e) => {
+            // Keep the proxy's log for the post-mortem; name its warnings here.
+            let logs = p.logs();
+            let warn: Vec<&str> = logs
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                .collect();
+            let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+            for l in &warn {
+                // The message without the timestamp and fields, roughly.
+                let key: String = l.split_whitespace().skip(2).take(8).collect::<Vec<_>>().join(" ");
+                *kinds.entry(key).or_default() += 1;
+            }
+            Err(e.context(format!(
+                "proxy log kept at {}; {} WARN/ERROR lines: {kinds:#?}",
+                p.log.display(),
+                warn.len()
+            )))
+        }
+    };
     drop(p);
     drop(cp);
-    let _ = std::fs::remove_dir_all(&dir);
-    res.map(|()| fig)
+    res
 }
 
 async fn list_rv(port: u16, path: &str) -> anyhow::Result<(String, Vec<(String, String)>)> {
@@ -367,9 +470,10 @@ async fn phases(
     .await;
     ensure!(
         all_open,
-        "only {} of {} watches got their head",
+        "only {} of {} watches got their head\n{}",
         w.started.load(Ordering::SeqCst),
-        s.watches
+        s.watches,
+        w.report(1)
     );
     fig.put(
         "watches open through the proxy",
@@ -389,10 +493,13 @@ async fn phases(
     let delivery = t.elapsed();
     ensure!(
         delivered,
-        "events: proxy watches {} of {}, direct {} of {expected}",
+        "events: proxy watches {} of {}, direct {} of {expected}\n{}\n{}\n{}",
         w.count.load(Ordering::SeqCst),
         expected * s.watches,
-        direct.len()
+        direct.len(),
+        w.report(expected),
+        upstream_sockets(cp),
+        terminated_watchers(cp)
     );
     // Nothing more may come.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -514,9 +621,10 @@ async fn phases(
     .await;
     ensure!(
         all_open,
-        "resumed watches: {} of {} opened",
+        "resumed watches: {} of {} opened\n{}",
         w.started.load(Ordering::SeqCst),
-        s.watches
+        s.watches,
+        w.report(1)
     );
     change_all(port, s.objects, s.changes + 1, false).await?;
 
@@ -588,9 +696,12 @@ async fn phases(
     .await;
     ensure!(
         delivered,
-        "resumed watches: {} of {} events",
+        "resumed watches: {} of {} events\n{}\n{}\n{}",
         w.count.load(Ordering::SeqCst),
-        expected2 * s.watches
+        expected2 * s.watches,
+        w.report(expected2),
+        upstream_sockets(cp),
+        terminated_watchers(cp)
     );
     // The stalled LIST is whole once read.
     let mut rest = Vec::new();
