@@ -597,11 +597,36 @@ async fn phases(
         }
         m.into_iter().collect()
     };
+    // At most RELISTS_AT_ONCE in flight: 1,000 LISTs at once from a freshly started
+    // kube-apiserver on two shared cores take longer than its 60 s request timeout (it answers
+    // 504, or resets a stream it had begun). A LIST kube-apiserver fails is retried after a
+    // second, as client-go's reflector does; the retries are printed.
+    const RELISTS_AT_ONCE: usize = 100;
+    let gate = Arc::new(tokio::sync::Semaphore::new(RELISTS_AT_ONCE));
+    let retried = Arc::new(Mutex::new(Vec::<String>::new()));
+    let t = Instant::now();
     let mut rvs = std::collections::BTreeSet::new();
     let mut lists = Vec::new();
     for _ in 0..s.watches {
         let path = format!("{VMS}/{NS}/virtualmachines");
-        lists.push(tokio::spawn(async move { list_rv(port, &path).await }));
+        let (gate, retried) = (Arc::clone(&gate), Arc::clone(&retried));
+        lists.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await?;
+            let mut tries = 0;
+            loop {
+                match list_rv(port, &path).await {
+                    Ok(x) => return anyhow::Ok(x),
+                    Err(e) if tries < 3 => {
+                        tries += 1;
+                        let mut m = format!("{e:#}");
+                        m.truncate(160);
+                        retried.lock().unwrap_or_else(|p| p.into_inner()).push(m);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    Err(e) => return Err(e.context("a re-list failed 4 times")),
+                }
+            }
+        }));
     }
     for l in lists {
         let (rv, items) = l.await??;
@@ -609,6 +634,21 @@ async fn phases(
         rvs.insert(rv);
     }
     ensure!(rvs.len() == 1, "re-lists at different resourceVersions: {rvs:?}");
+    let retried = retried.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    fig.put(
+        "re-lists after the restart",
+        format!(
+            "{} in {:.1} s, at most {RELISTS_AT_ONCE} at once, each equal to what its watch saw; {} retried{}",
+            s.watches,
+            t.elapsed().as_secs_f64(),
+            retried.len(),
+            if retried.is_empty() {
+                String::new()
+            } else {
+                format!(" ({:?})", &retried[..retried.len().min(3)])
+            }
+        ),
+    );
     let rv1 = rvs.into_iter().next().unwrap_or_default();
     let direct = Direct::start(
         cp,
