@@ -159,6 +159,8 @@ pub struct Progress {
     pub bytes: AtomicUsize,
     /// Set when the watch ended (body ended, failed, or the driver stopped reading).
     pub ended: std::sync::atomic::AtomicBool,
+    /// Times the watch was resumed after kube-apiserver ended it cleanly (no ERROR event).
+    pub resumed: AtomicUsize,
     /// Why the watch failed before or while reading its body, if it did.
     pub failure: std::sync::Mutex<Option<String>>,
 }
@@ -171,10 +173,11 @@ impl Progress {
             n => format!("{n} ms"),
         };
         format!(
-            "status {}, {} events ({} bytes), head after {}, first event after {}, local port {}, {}{}",
+            "status {}, {} events ({} bytes, resumed {} times), head after {}, first event after {}, local port {}, {}{}",
             self.status.load(Ordering::SeqCst),
             self.events.load(Ordering::SeqCst),
             self.bytes.load(Ordering::SeqCst),
+            self.resumed.load(Ordering::SeqCst),
             ms(&self.head_ms),
             ms(&self.first_event_ms),
             self.local_port.load(Ordering::SeqCst),
@@ -195,6 +198,10 @@ impl Progress {
 
 /// Splits a watch body into events until it ends or `stop` fires; `count` grows by one per
 /// event, `started` once the head arrived, and `progress` records this watch alone.
+///
+/// While `resume` is set, a watch that kube-apiserver ends cleanly without an ERROR event (it
+/// closes watchers that fall behind) is opened again from the last resourceVersion it saw, as
+/// client-go's reflector does; its events continue the same sequence.
 pub async fn watch(
     port: u16,
     path: String,
@@ -202,8 +209,54 @@ pub async fn watch(
     started: Arc<AtomicUsize>,
     progress: Arc<Progress>,
     stop: tokio::sync::watch::Receiver<bool>,
+    resume: Arc<std::sync::atomic::AtomicBool>,
 ) -> anyhow::Result<Seen> {
-    let r = watch_inner(port, path, count, started, &progress, stop).await;
+    let mut r = watch_inner(
+        port,
+        path.clone(),
+        Arc::clone(&count),
+        Arc::clone(&started),
+        &progress,
+        stop.clone(),
+    )
+    .await;
+    while let Ok(seen) = &r {
+        if !(seen.end == End::Clean && seen.errors.is_empty() && seen.status == 200)
+            || !resume.load(Ordering::SeqCst)
+        {
+            break;
+        }
+        let Some(last) = seen.events.last().map(|e| e.rv.clone()) else {
+            break;
+        };
+        progress.resumed.fetch_add(1, Ordering::SeqCst);
+        let again = match path.split_once("resourceVersion=") {
+            Some((a, b)) => {
+                let rest = b.find('&').map_or("", |i| &b[i..]);
+                format!("{a}resourceVersion={last}{rest}")
+            }
+            None => break,
+        };
+        // `started` counts heads once per watch.
+        let more = watch_inner(
+            port,
+            again,
+            Arc::clone(&count),
+            Arc::new(AtomicUsize::new(0)),
+            &progress,
+            stop.clone(),
+        )
+        .await;
+        r = match (r, more) {
+            (Ok(mut a), Ok(b)) => {
+                a.events.extend(b.events);
+                a.errors.extend(b.errors);
+                a.end = b.end;
+                Ok(a)
+            }
+            (_, Err(e)) | (Err(e), _) => Err(e),
+        };
+    }
     progress.ended.store(true, Ordering::SeqCst);
     if let Err(e) = &r {
         *progress.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{e:#}"));

@@ -158,6 +158,8 @@ struct Watches {
     started: Arc<AtomicUsize>,
     progress: Vec<Arc<Progress>>,
     port: u16,
+    /// Resume watches kube-apiserver ends cleanly (off before it is killed and at SIGTERM).
+    resume: Arc<std::sync::atomic::AtomicBool>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<anyhow::Result<Seen>>>,
 }
@@ -168,6 +170,7 @@ impl Watches {
         let started = Arc::new(AtomicUsize::new(0));
         let (stop, rx) = tokio::sync::watch::channel(false);
         let progress: Vec<Arc<Progress>> = (0..n).map(|_| Arc::default()).collect();
+        let resume = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let tasks = progress
             .iter()
             .map(|p| {
@@ -178,6 +181,7 @@ impl Watches {
                     Arc::clone(&started),
                     Arc::clone(p),
                     rx.clone(),
+                    Arc::clone(&resume),
                 ))
             })
             .collect();
@@ -186,6 +190,7 @@ impl Watches {
             started,
             progress,
             port,
+            resume,
             stop,
             tasks,
         }
@@ -231,6 +236,16 @@ impl Watches {
             out.push_str(&format!("\n  ... and {} more", short.len() - 40));
         }
         out
+    }
+
+    /// Watches resumed after kube-apiserver ended them cleanly, and how often.
+    fn resumed(&self) -> (usize, usize) {
+        let n: Vec<usize> = self
+            .progress
+            .iter()
+            .map(|p| p.resumed.load(Ordering::SeqCst))
+            .collect();
+        (n.iter().filter(|x| **x > 0).count(), n.iter().sum())
     }
 
     async fn finish(self, stop: bool) -> anyhow::Result<Vec<Seen>> {
@@ -534,6 +549,12 @@ async fn phases(
     );
 
     // ---- 2. restart
+    w.resume.store(false, Ordering::SeqCst);
+    let (watches_resumed, resumptions) = w.resumed();
+    fig.put(
+        "watches kube-apiserver ended cleanly and the driver resumed (watches / times)",
+        format!("{watches_resumed} / {resumptions}"),
+    );
     let o = cp.script_env("stop-apiserver", &[("KAR_STOP_TIMEOUT", "0")]);
     ensure!(o.status.success(), "stop-apiserver: {o:?}");
     let t = Instant::now();
@@ -824,6 +845,12 @@ async fn phases(
     }
     let before_term = procstat::of(pid);
     let t = Instant::now();
+    w.resume.store(false, Ordering::SeqCst);
+    let (watches_resumed, resumptions) = w.resumed();
+    fig.put(
+        "resumed watches kube-apiserver ended cleanly and the driver resumed again (watches / times)",
+        format!("{watches_resumed} / {resumptions}"),
+    );
     p.signal("TERM");
     let mut whole = 0;
     for l in lists {

@@ -365,7 +365,11 @@ impl H1 {
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
-        Ok(self.tx.send_request(b.body(Empty::new())?).await?.map(pbody::boxed))
+        Ok(self
+            .tx
+            .send_request(b.body(Empty::new())?)
+            .await?
+            .map(pbody::boxed))
     }
 }
 
