@@ -221,9 +221,8 @@ pub async fn watch(
     )
     .await;
     while let Ok(seen) = &r {
-        if !(seen.end == End::Clean && seen.errors.is_empty() && seen.status == 200)
-            || !resume.load(Ordering::SeqCst)
-        {
+        let ended_by_server = seen.end == End::Clean && seen.errors.is_empty() && seen.status == 200;
+        if !(ended_by_server && resume.load(Ordering::SeqCst)) {
             break;
         }
         let Some(last) = seen.events.last().map(|e| e.rv.clone()) else {
