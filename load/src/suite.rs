@@ -108,32 +108,73 @@ fn patch(step: usize, note: &str) -> (&'static str, Vec<u8>) {
     )
 }
 
-/// A watch straight to kube-apiserver: `kubectl get --raw` streams the body.
+/// A watch straight to kube-apiserver: `kubectl get --raw` streams the body. When
+/// kube-apiserver ends it (it closes watchers that fall behind; kubectl then exits) it is
+/// started again from the last resourceVersion seen, as the proxy watches are, until dropped.
 struct Direct {
-    child: std::process::Child,
+    child: Arc<Mutex<Option<std::process::Child>>>,
     events: Arc<Mutex<Vec<Event>>>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    resumed: Arc<AtomicUsize>,
 }
 
 impl Direct {
     fn start(cp: &ControlPlane, path: &str) -> Direct {
-        let mut child = std::process::Command::new("kubectl")
-            .args(["--kubeconfig", cp.kubeconfig(), "get", "--raw", path])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("kubectl runs");
-        let out = child.stdout.take().expect("stdout");
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let e = Arc::clone(&events);
+        let events = Arc::new(Mutex::new(Vec::<Event>::new()));
+        let child = Arc::new(Mutex::new(None));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let (e, c, d, r) = (
+            Arc::clone(&events),
+            Arc::clone(&child),
+            Arc::clone(&done),
+            Arc::clone(&resumed),
+        );
+        let kubeconfig = cp.kubeconfig().to_owned();
+        let path = path.to_owned();
         std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Some(ev) = Event::parse(line.as_bytes()) {
-                    e.lock().expect("lock").push(ev);
+            let mut path = path;
+            loop {
+                let mut ch = match std::process::Command::new("kubectl")
+                    .args(["--kubeconfig", &kubeconfig, "get", "--raw", &path])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                {
+                    Ok(ch) => ch,
+                    Err(_) => return,
+                };
+                let Some(out) = ch.stdout.take() else { return };
+                *c.lock().expect("lock") = Some(ch);
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    if let Some(ev) = Event::parse(line.as_bytes()) {
+                        e.lock().expect("lock").push(ev);
+                    }
                 }
+                if let Some(mut ch) = c.lock().expect("lock").take() {
+                    let _ = ch.wait();
+                }
+                if d.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Some(last) = e.lock().expect("lock").last().map(|ev| ev.rv.clone()) else {
+                    return;
+                };
+                let Some((a, b)) = path.split_once("resourceVersion=") else {
+                    return;
+                };
+                let rest = b.find('&').map_or("", |i| &b[i..]).to_owned();
+                path = format!("{a}resourceVersion={last}{rest}");
+                r.fetch_add(1, Ordering::SeqCst);
             }
         });
-        Direct { child, events }
+        Direct {
+            child,
+            events,
+            done,
+            resumed,
+        }
     }
 
     fn len(&self) -> usize {
@@ -143,12 +184,24 @@ impl Direct {
     fn events(&self) -> Vec<Event> {
         self.events.lock().expect("lock").clone()
     }
+
+    fn resumed(&self) -> usize {
+        self.resumed.load(Ordering::SeqCst)
+    }
+
+    /// No more restarts (before kube-apiserver is killed).
+    fn stop_resuming(&self) {
+        self.done.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Direct {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(mut ch) = self.child.lock().expect("lock").take() {
+            let _ = ch.kill();
+            let _ = ch.wait();
+        }
     }
 }
 
@@ -550,10 +603,14 @@ async fn phases(
 
     // ---- 2. restart
     w.resume.store(false, Ordering::SeqCst);
+    direct.stop_resuming();
     let (watches_resumed, resumptions) = w.resumed();
     fig.put(
         "watches kube-apiserver ended cleanly and the driver resumed (watches / times)",
-        format!("{watches_resumed} / {resumptions}"),
+        format!(
+            "{watches_resumed} / {resumptions}; the direct kubectl watch: {}",
+            direct.resumed()
+        ),
     );
     let o = cp.script_env("stop-apiserver", &[("KAR_STOP_TIMEOUT", "0")]);
     ensure!(o.status.success(), "stop-apiserver: {o:?}");
@@ -849,7 +906,10 @@ async fn phases(
     let (watches_resumed, resumptions) = w.resumed();
     fig.put(
         "resumed watches kube-apiserver ended cleanly and the driver resumed again (watches / times)",
-        format!("{watches_resumed} / {resumptions}"),
+        format!(
+            "{watches_resumed} / {resumptions}; the direct kubectl watch: {}",
+            direct.resumed()
+        ),
     );
     p.signal("TERM");
     let mut whole = 0;
