@@ -21,8 +21,20 @@ pub async fn open(
     path: &str,
     body: Option<(&str, Vec<u8>)>,
 ) -> anyhow::Result<http::Response<Incoming>> {
+    open_with(port, method, path, body, |_| ()).await
+}
+
+/// [`open`], telling `connected` the connection's local port.
+pub async fn open_with(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<(&str, Vec<u8>)>,
+    connected: impl FnOnce(u16),
+) -> anyhow::Result<http::Response<Incoming>> {
     let tcp = TcpStream::connect(("127.0.0.1", port)).await?;
     tcp.set_nodelay(true)?;
+    connected(tcp.local_addr()?.port());
     let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
     tokio::spawn(async move {
         let _ = conn.await;
@@ -129,18 +141,146 @@ pub struct Seen {
     pub end: End,
 }
 
+/// What one watch has done so far, readable while it runs (the per-watch diagnostics a failure
+/// prints: which watches starved, what they were answered, when).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Events (ERROR events included) received.
+    pub events: AtomicUsize,
+    /// HTTP status of the head (0 until it arrived).
+    pub status: AtomicUsize,
+    /// The driver's local TCP port of the watch's connection to the proxy (0 until connected).
+    pub local_port: AtomicUsize,
+    /// Milliseconds from the watch's start to its response head (0 until then).
+    pub head_ms: AtomicUsize,
+    /// Milliseconds from the watch's start to its first event (0 until then).
+    pub first_event_ms: AtomicUsize,
+    /// Body bytes received.
+    pub bytes: AtomicUsize,
+    /// Set when the watch ended (body ended, failed, or the driver stopped reading).
+    pub ended: std::sync::atomic::AtomicBool,
+    /// Times the watch was resumed after kube-apiserver ended it cleanly (no ERROR event).
+    pub resumed: AtomicUsize,
+    /// Why the watch failed before or while reading its body, if it did.
+    pub failure: std::sync::Mutex<Option<String>>,
+}
+
+impl Progress {
+    /// One line for a failure report.
+    pub fn describe(&self) -> String {
+        let ms = |a: &AtomicUsize| match a.load(Ordering::SeqCst) {
+            0 => "-".to_owned(),
+            n => format!("{n} ms"),
+        };
+        format!(
+            "status {}, {} events ({} bytes, resumed {} times), head after {}, first event after {}, local port {}, {}{}",
+            self.status.load(Ordering::SeqCst),
+            self.events.load(Ordering::SeqCst),
+            self.bytes.load(Ordering::SeqCst),
+            self.resumed.load(Ordering::SeqCst),
+            ms(&self.head_ms),
+            ms(&self.first_event_ms),
+            self.local_port.load(Ordering::SeqCst),
+            if self.ended.load(Ordering::SeqCst) {
+                "ended"
+            } else {
+                "open"
+            },
+            self.failure
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(|f| format!(", failed: {f}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
 /// Splits a watch body into events until it ends or `stop` fires; `count` grows by one per
-/// event and `started` once the head arrived.
+/// event, `started` once the head arrived, and `progress` records this watch alone.
+///
+/// While `resume` is set, a watch that kube-apiserver ends cleanly without an ERROR event (it
+/// closes watchers that fall behind) is opened again from the last resourceVersion it saw, as
+/// client-go's reflector does; its events continue the same sequence.
 pub async fn watch(
     port: u16,
     path: String,
     count: Arc<AtomicUsize>,
     started: Arc<AtomicUsize>,
+    progress: Arc<Progress>,
+    stop: tokio::sync::watch::Receiver<bool>,
+    resume: Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<Seen> {
+    let mut r = watch_inner(
+        port,
+        path.clone(),
+        Arc::clone(&count),
+        Arc::clone(&started),
+        &progress,
+        stop.clone(),
+    )
+    .await;
+    while let Ok(seen) = &r {
+        let ended_by_server = seen.end == End::Clean && seen.errors.is_empty() && seen.status == 200;
+        if !(ended_by_server && resume.load(Ordering::SeqCst)) {
+            break;
+        }
+        let Some(last) = seen.events.last().map(|e| e.rv.clone()) else {
+            break;
+        };
+        progress.resumed.fetch_add(1, Ordering::SeqCst);
+        let again = match path.split_once("resourceVersion=") {
+            Some((a, b)) => {
+                let rest = b.find('&').map_or("", |i| &b[i..]);
+                format!("{a}resourceVersion={last}{rest}")
+            }
+            None => break,
+        };
+        // `started` counts heads once per watch.
+        let more = watch_inner(
+            port,
+            again,
+            Arc::clone(&count),
+            Arc::new(AtomicUsize::new(0)),
+            &progress,
+            stop.clone(),
+        )
+        .await;
+        r = match (r, more) {
+            (Ok(mut a), Ok(b)) => {
+                a.events.extend(b.events);
+                a.errors.extend(b.errors);
+                a.end = b.end;
+                Ok(a)
+            }
+            (_, Err(e)) | (Err(e), _) => Err(e),
+        };
+    }
+    progress.ended.store(true, Ordering::SeqCst);
+    if let Err(e) = &r {
+        *progress.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{e:#}"));
+    }
+    r
+}
+
+async fn watch_inner(
+    port: u16,
+    path: String,
+    count: Arc<AtomicUsize>,
+    started: Arc<AtomicUsize>,
+    progress: &Progress,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Seen> {
-    let resp = open(port, "GET", &path, None).await?;
-    started.fetch_add(1, Ordering::SeqCst);
+    let t = std::time::Instant::now();
+    let since = || (t.elapsed().as_millis() as usize).max(1);
+    let resp = open_with(port, "GET", &path, None, |local| {
+        progress.local_port.store(usize::from(local), Ordering::SeqCst)
+    })
+    .await?;
+    progress.head_ms.store(since(), Ordering::SeqCst);
     let status = resp.status().as_u16();
+    progress.status.store(usize::from(status), Ordering::SeqCst);
+    started.fetch_add(1, Ordering::SeqCst);
     let mut body = resp.into_body();
     let mut buf = BytesMut::new();
     let mut events = Vec::new();
@@ -158,6 +298,7 @@ pub async fn watch(
             Some(Err(e)) => break End::Truncated(format!("{e} with {} bytes of an event", buf.len())),
             Some(Ok(f)) => {
                 if let Ok(d) = f.into_data() {
+                    progress.bytes.fetch_add(d.len(), Ordering::SeqCst);
                     buf.extend_from_slice(&d);
                     while let Some(i) = buf.iter().position(|b| *b == b'\n') {
                         let line = buf.split_to(i + 1);
@@ -176,12 +317,19 @@ pub async fn watch(
                                 String::from_utf8_lossy(&line[..i.min(300)])
                             ),
                         }
+                        if progress.events.fetch_add(1, Ordering::SeqCst) == 0 {
+                            progress.first_event_ms.store(since(), Ordering::SeqCst);
+                        }
                         count.fetch_add(1, Ordering::SeqCst);
                     }
                 }
             }
         }
     };
+    if status != 200 && !buf.is_empty() {
+        // A Status body without a newline: keep it for the report.
+        errors.push(String::from_utf8_lossy(&buf[..buf.len().min(300)]).into_owned());
+    }
     Ok(Seen {
         status,
         events,

@@ -1,7 +1,7 @@
 //! `kar-load`: the proxy's load and fault suite against the real kube-apiserver
 //! (`scripts/load.sh`). Prints the figures; exits 1 when an expectation fails.
 //!
-//! Usage: `kar-load [--short] [--watches N] [--flood N]`.
+//! Usage: `kar-load [--short] [--watches N] [--flood N] [--objects N] [--changes N]`.
 
 use std::process::ExitCode;
 
@@ -26,9 +26,17 @@ fn main() -> ExitCode {
                 Some(n) => s.flood = n,
                 None => return ExitCode::from(2),
             },
+            "--objects" => match num("--objects") {
+                Some(n) if n > 0 => s.objects = n,
+                _ => return ExitCode::from(2),
+            },
+            "--changes" => match num("--changes") {
+                Some(n) => s.changes = n,
+                None => return ExitCode::from(2),
+            },
             _ => {
                 eprintln!(
-                    "kar-load: unknown argument {a:?}; usage: kar-load [--short] [--watches N] [--flood N]"
+                    "kar-load: unknown argument {a:?}; usage: kar-load [--short] [--watches N] [--flood N] [--objects N] [--changes N]"
                 );
                 return ExitCode::from(2);
             }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use kube_api_rewriter_testkit::{ControlPlane, ProxyProc, temp_dir, wait_crd_established};
 
-use crate::client::{self, End, Event, Seen};
+use crate::client::{self, End, Event, Progress, Seen};
 use crate::procstat;
 
 /// Sizes of one run.
@@ -51,7 +51,10 @@ impl Settings {
             objects: 100,
             changes: 10,
             flood: 1000,
-            big_objects: 60,
+            // 20 MB: at 12 MB half the LIST came within reach of what the proxy holds for two
+            // stalled streams anyway (two 1 MiB windows, a 200 KB object being rewritten,
+            // allocator slack of a debug build): +6.7 MB once.
+            big_objects: 100,
             lists_at_sigterm: 4,
             samples: 20,
         }
@@ -108,32 +111,73 @@ fn patch(step: usize, note: &str) -> (&'static str, Vec<u8>) {
     )
 }
 
-/// A watch straight to kube-apiserver: `kubectl get --raw` streams the body.
+/// A watch straight to kube-apiserver: `kubectl get --raw` streams the body. When
+/// kube-apiserver ends it (it closes watchers that fall behind; kubectl then exits) it is
+/// started again from the last resourceVersion seen, as the proxy watches are, until dropped.
 struct Direct {
-    child: std::process::Child,
+    child: Arc<Mutex<Option<std::process::Child>>>,
     events: Arc<Mutex<Vec<Event>>>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    resumed: Arc<AtomicUsize>,
 }
 
 impl Direct {
     fn start(cp: &ControlPlane, path: &str) -> Direct {
-        let mut child = std::process::Command::new("kubectl")
-            .args(["--kubeconfig", cp.kubeconfig(), "get", "--raw", path])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("kubectl runs");
-        let out = child.stdout.take().expect("stdout");
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let e = Arc::clone(&events);
+        let events = Arc::new(Mutex::new(Vec::<Event>::new()));
+        let child = Arc::new(Mutex::new(None));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let (e, c, d, r) = (
+            Arc::clone(&events),
+            Arc::clone(&child),
+            Arc::clone(&done),
+            Arc::clone(&resumed),
+        );
+        let kubeconfig = cp.kubeconfig().to_owned();
+        let path = path.to_owned();
         std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Some(ev) = Event::parse(line.as_bytes()) {
-                    e.lock().expect("lock").push(ev);
+            let mut path = path;
+            loop {
+                let mut ch = match std::process::Command::new("kubectl")
+                    .args(["--kubeconfig", &kubeconfig, "get", "--raw", &path])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                {
+                    Ok(ch) => ch,
+                    Err(_) => return,
+                };
+                let Some(out) = ch.stdout.take() else { return };
+                *c.lock().expect("lock") = Some(ch);
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    if let Some(ev) = Event::parse(line.as_bytes()) {
+                        e.lock().expect("lock").push(ev);
+                    }
                 }
+                if let Some(mut ch) = c.lock().expect("lock").take() {
+                    let _ = ch.wait();
+                }
+                if d.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Some(last) = e.lock().expect("lock").last().map(|ev| ev.rv.clone()) else {
+                    return;
+                };
+                let Some((a, b)) = path.split_once("resourceVersion=") else {
+                    return;
+                };
+                let rest = b.find('&').map_or("", |i| &b[i..]).to_owned();
+                path = format!("{a}resourceVersion={last}{rest}");
+                r.fetch_add(1, Ordering::SeqCst);
             }
         });
-        Direct { child, events }
+        Direct {
+            child,
+            events,
+            done,
+            resumed,
+        }
     }
 
     fn len(&self) -> usize {
@@ -143,12 +187,24 @@ impl Direct {
     fn events(&self) -> Vec<Event> {
         self.events.lock().expect("lock").clone()
     }
+
+    fn resumed(&self) -> usize {
+        self.resumed.load(Ordering::SeqCst)
+    }
+
+    /// No more restarts (before kube-apiserver is killed).
+    fn stop_resuming(&self) {
+        self.done.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Direct {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(mut ch) = self.child.lock().expect("lock").take() {
+            let _ = ch.kill();
+            let _ = ch.wait();
+        }
     }
 }
 
@@ -156,6 +212,10 @@ impl Drop for Direct {
 struct Watches {
     count: Arc<AtomicUsize>,
     started: Arc<AtomicUsize>,
+    progress: Vec<Arc<Progress>>,
+    port: u16,
+    /// Resume watches kube-apiserver ends cleanly (off before it is killed and at SIGTERM).
+    resume: Arc<std::sync::atomic::AtomicBool>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<anyhow::Result<Seen>>>,
 }
@@ -165,23 +225,83 @@ impl Watches {
         let count = Arc::new(AtomicUsize::new(0));
         let started = Arc::new(AtomicUsize::new(0));
         let (stop, rx) = tokio::sync::watch::channel(false);
-        let tasks = (0..n)
-            .map(|_| {
+        let progress: Vec<Arc<Progress>> = (0..n).map(|_| Arc::default()).collect();
+        let resume = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let tasks = progress
+            .iter()
+            .map(|p| {
                 tokio::spawn(client::watch(
                     port,
                     path.to_owned(),
                     Arc::clone(&count),
                     Arc::clone(&started),
+                    Arc::clone(p),
                     rx.clone(),
+                    Arc::clone(&resume),
                 ))
             })
             .collect();
         Watches {
             count,
             started,
+            progress,
+            port,
+            resume,
             stop,
             tasks,
         }
+    }
+
+    /// The per-watch diagnostics of a failure: how many watches got how many events, and each
+    /// watch short of `expected` (the first 40) with its status, timings and connection.
+    fn report(&self, expected: usize) -> String {
+        let mut by_count = std::collections::BTreeMap::<usize, usize>::new();
+        let mut short = Vec::new();
+        let socks = procstat::sockets(self.port);
+        // The queues of both ends of a watch's connection to the proxy.
+        let queues = |local: u16| {
+            let end = |f: &dyn Fn(&procstat::Socket) -> bool| {
+                socks.iter().find(|s| f(s)).map_or("gone".to_owned(), |s| {
+                    format!("tx {} rx {}", s.tx_queue, s.rx_queue)
+                })
+            };
+            format!(
+                "driver end {}, proxy end {}",
+                end(&|s| s.local == local && s.remote == self.port),
+                end(&|s| s.local == self.port && s.remote == local)
+            )
+        };
+        for (i, p) in self.progress.iter().enumerate() {
+            let n = p.events.load(Ordering::SeqCst);
+            *by_count.entry(n).or_default() += 1;
+            if n < expected {
+                let local = u16::try_from(p.local_port.load(Ordering::SeqCst)).unwrap_or(0);
+                short.push(format!("  watch {i}: {}; {}", p.describe(), queues(local)));
+            }
+        }
+        let mut out = format!(
+            "watches by events received (events: watches): {by_count:?}; {} of {} short of {expected}",
+            short.len(),
+            self.progress.len()
+        );
+        for l in short.iter().take(40) {
+            out.push('\n');
+            out.push_str(l);
+        }
+        if short.len() > 40 {
+            out.push_str(&format!("\n  ... and {} more", short.len() - 40));
+        }
+        out
+    }
+
+    /// Watches resumed after kube-apiserver ended them cleanly, and how often.
+    fn resumed(&self) -> (usize, usize) {
+        let n: Vec<usize> = self
+            .progress
+            .iter()
+            .map(|p| p.resumed.load(Ordering::SeqCst))
+            .collect();
+        (n.iter().filter(|x| **x > 0).count(), n.iter().sum())
     }
 
     async fn finish(self, stop: bool) -> anyhow::Result<Vec<Seen>> {
@@ -194,6 +314,36 @@ impl Watches {
         }
         Ok(out)
     }
+}
+
+/// The proxy's (and kubectl's) connections to kube-apiserver with their socket queues: a
+/// connection whose receive queue stays full is one the proxy stopped reading.
+fn upstream_sockets(cp: &ControlPlane) -> String {
+    let Ok(api) = cp.get("APISERVER_PORT").parse::<u16>() else {
+        return String::new();
+    };
+    let socks: Vec<String> = procstat::sockets(api)
+        .into_iter()
+        .filter(|s| s.remote == api)
+        .map(|s| format!("{}(tx {} rx {})", s.local, s.tx_queue, s.rx_queue))
+        .collect();
+    format!(
+        "connections to kube-apiserver: {}: {}",
+        socks.len(),
+        socks.join(" ")
+    )
+}
+
+/// kube-apiserver's own count of watches it closed because they read too slowly
+/// (`apiserver_terminated_watchers_total`, by resource).
+fn terminated_watchers(cp: &ControlPlane) -> String {
+    let o = cp.kubectl(&["get", "--raw", "/metrics"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_terminated_watchers_total"))
+        .collect();
+    format!("kube-apiserver terminated watchers: {lines:?}")
 }
 
 /// Every watch saw exactly `direct`, restored, with status 200.
@@ -282,10 +432,34 @@ pub fn run(s: &Settings) -> anyhow::Result<Figures> {
     }
     let port = p.port;
     let res = rt.block_on(phases(s, &cp, &mut p, port, pid, &mut fig));
+    let res = match res {
+        Ok(()) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok(fig)
+        }
+        Err(e) => {
+            // Keep the proxy's log for the post-mortem; name its warnings here.
+            let logs = p.logs();
+            let warn: Vec<&str> = logs
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                .collect();
+            let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+            for l in &warn {
+                // The message without the timestamp and fields, roughly.
+                let key: String = l.split_whitespace().skip(2).take(8).collect::<Vec<_>>().join(" ");
+                *kinds.entry(key).or_default() += 1;
+            }
+            Err(e.context(format!(
+                "proxy log kept at {}; {} WARN/ERROR lines: {kinds:#?}",
+                p.log.display(),
+                warn.len()
+            )))
+        }
+    };
     drop(p);
     drop(cp);
-    let _ = std::fs::remove_dir_all(&dir);
-    res.map(|()| fig)
+    res
 }
 
 async fn list_rv(port: u16, path: &str) -> anyhow::Result<(String, Vec<(String, String)>)> {
@@ -367,9 +541,10 @@ async fn phases(
     .await;
     ensure!(
         all_open,
-        "only {} of {} watches got their head",
+        "only {} of {} watches got their head\n{}",
         w.started.load(Ordering::SeqCst),
-        s.watches
+        s.watches,
+        w.report(1)
     );
     fig.put(
         "watches open through the proxy",
@@ -389,10 +564,13 @@ async fn phases(
     let delivery = t.elapsed();
     ensure!(
         delivered,
-        "events: proxy watches {} of {}, direct {} of {expected}",
+        "events: proxy watches {} of {}, direct {} of {expected}\n{}\n{}\n{}",
         w.count.load(Ordering::SeqCst),
         expected * s.watches,
-        direct.len()
+        direct.len(),
+        w.report(expected),
+        upstream_sockets(cp),
+        terminated_watchers(cp)
     );
     // Nothing more may come.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -427,6 +605,16 @@ async fn phases(
     );
 
     // ---- 2. restart
+    w.resume.store(false, Ordering::SeqCst);
+    direct.stop_resuming();
+    let (watches_resumed, resumptions) = w.resumed();
+    fig.put(
+        "watches kube-apiserver ended cleanly and the driver resumed (watches / times)",
+        format!(
+            "{watches_resumed} / {resumptions}; the direct kubectl watch: {}",
+            direct.resumed()
+        ),
+    );
     let o = cp.script_env("stop-apiserver", &[("KAR_STOP_TIMEOUT", "0")]);
     ensure!(o.status.success(), "stop-apiserver: {o:?}");
     let t = Instant::now();
@@ -490,11 +678,36 @@ async fn phases(
         }
         m.into_iter().collect()
     };
+    // At most RELISTS_AT_ONCE in flight: 1,000 LISTs at once from a freshly started
+    // kube-apiserver on two shared cores take longer than its 60 s request timeout (it answers
+    // 504, or resets a stream it had begun). A LIST kube-apiserver fails is retried after a
+    // second, as client-go's reflector does; the retries are printed.
+    const RELISTS_AT_ONCE: usize = 100;
+    let gate = Arc::new(tokio::sync::Semaphore::new(RELISTS_AT_ONCE));
+    let retried = Arc::new(Mutex::new(Vec::<String>::new()));
+    let t = Instant::now();
     let mut rvs = std::collections::BTreeSet::new();
     let mut lists = Vec::new();
     for _ in 0..s.watches {
         let path = format!("{VMS}/{NS}/virtualmachines");
-        lists.push(tokio::spawn(async move { list_rv(port, &path).await }));
+        let (gate, retried) = (Arc::clone(&gate), Arc::clone(&retried));
+        lists.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await?;
+            let mut tries = 0;
+            loop {
+                match list_rv(port, &path).await {
+                    Ok(x) => return anyhow::Ok(x),
+                    Err(e) if tries < 3 => {
+                        tries += 1;
+                        let mut m = format!("{e:#}");
+                        m.truncate(160);
+                        retried.lock().unwrap_or_else(|p| p.into_inner()).push(m);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    Err(e) => return Err(e.context("a re-list failed 4 times")),
+                }
+            }
+        }));
     }
     for l in lists {
         let (rv, items) = l.await??;
@@ -502,6 +715,21 @@ async fn phases(
         rvs.insert(rv);
     }
     ensure!(rvs.len() == 1, "re-lists at different resourceVersions: {rvs:?}");
+    let retried = retried.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    fig.put(
+        "re-lists after the restart",
+        format!(
+            "{} in {:.1} s, at most {RELISTS_AT_ONCE} at once, each equal to what its watch saw; {} retried{}",
+            s.watches,
+            t.elapsed().as_secs_f64(),
+            retried.len(),
+            if retried.is_empty() {
+                String::new()
+            } else {
+                format!(" ({:?})", &retried[..retried.len().min(3)])
+            }
+        ),
+    );
     let rv1 = rvs.into_iter().next().unwrap_or_default();
     let direct = Direct::start(
         cp,
@@ -514,9 +742,10 @@ async fn phases(
     .await;
     ensure!(
         all_open,
-        "resumed watches: {} of {} opened",
+        "resumed watches: {} of {} opened\n{}",
         w.started.load(Ordering::SeqCst),
-        s.watches
+        s.watches,
+        w.report(1)
     );
     change_all(port, s.objects, s.changes + 1, false).await?;
 
@@ -588,9 +817,12 @@ async fn phases(
     .await;
     ensure!(
         delivered,
-        "resumed watches: {} of {} events",
+        "resumed watches: {} of {} events\n{}\n{}\n{}",
         w.count.load(Ordering::SeqCst),
-        expected2 * s.watches
+        expected2 * s.watches,
+        w.report(expected2),
+        upstream_sockets(cp),
+        terminated_watchers(cp)
     );
     // The stalled LIST is whole once read.
     let mut rest = Vec::new();
@@ -673,6 +905,15 @@ async fn phases(
     }
     let before_term = procstat::of(pid);
     let t = Instant::now();
+    w.resume.store(false, Ordering::SeqCst);
+    let (watches_resumed, resumptions) = w.resumed();
+    fig.put(
+        "resumed watches kube-apiserver ended cleanly and the driver resumed again (watches / times)",
+        format!(
+            "{watches_resumed} / {resumptions}; the direct kubectl watch: {}",
+            direct.resumed()
+        ),
+    );
     p.signal("TERM");
     let mut whole = 0;
     for l in lists {

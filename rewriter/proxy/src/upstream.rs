@@ -133,6 +133,19 @@ type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
 /// can hold in the proxy.
 const STREAM_WINDOW: u32 = 1 << 20;
 
+/// Times a bodiless GET is sent again after its upstream connection failed before the head.
+pub const SEND_RETRIES: usize = 2;
+
+/// A request head for sending again (extensions are not carried: none are read upstream).
+fn clone_parts(p: &http::request::Parts) -> http::request::Parts {
+    let (mut out, ()) = Request::new(()).into_parts();
+    out.method = p.method.clone();
+    out.uri = p.uri.clone();
+    out.version = p.version;
+    out.headers = p.headers.clone();
+    out
+}
+
 /// A forwarding target.
 #[derive(Debug)]
 pub struct Upstream {
@@ -354,14 +367,36 @@ impl Upstream {
     /// Sends an ordinary request over a pooled connection with a free stream. With `stall`,
     /// the response body fails when upstream sends nothing for that long while it is awaited
     /// (not for watches: they may be quiet for minutes).
+    ///
+    /// A GET or HEAD without a body (get, list, watch) whose upstream connection fails before
+    /// the response head (kube-apiserver closed it while the request was being sent, or it
+    /// broke while a new connection opened) is sent again, up to [`SEND_RETRIES`] times, as
+    /// Go's HTTP/2 transport does for idempotent requests: nothing has reached the client yet,
+    /// and kube-apiserver does nothing twice for a GET.
     pub async fn send(
         &self,
         req: Request<Body>,
         stall: Option<Duration>,
     ) -> Result<Response<UpstreamBody>, hyper_util::client::legacy::Error> {
-        let slot = self.clients.take();
-        let resp = slot.client().request(req).await?;
-        Ok(resp.map(|b| UpstreamBody::new(b, Box::new(slot), stall)))
+        use http_body::Body as _;
+        let again = (req.method() == http::Method::GET || req.method() == http::Method::HEAD)
+            && req.body().is_end_stream();
+        let (parts, body) = req.into_parts();
+        let mut tries = 0;
+        let mut body = Some(body);
+        loop {
+            let slot = self.clients.take();
+            let b = body.take().unwrap_or_else(kube_api_rewriter_layer::body::empty);
+            let req = Request::from_parts(clone_parts(&parts), b);
+            match slot.client().request(req).await {
+                Ok(resp) => return Ok(resp.map(|b| UpstreamBody::new(b, Box::new(slot), stall))),
+                Err(e) if again && tries < SEND_RETRIES => {
+                    tries += 1;
+                    tracing::info!(error = %e, tries, "upstream connection failed before the response head; sending the GET again");
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Upstream connections for ordinary requests, and the requests in flight on them.

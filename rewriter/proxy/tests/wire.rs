@@ -482,3 +482,175 @@ fn admission_review_round_trip_through_the_webhook_proxy() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// --------------------------------------------------------------- streams beyond one connection
+
+/// Requests a test double held open at once, and the most on any one of its connections.
+#[derive(Debug, Default)]
+struct Held {
+    now: usize,
+    per_conn: std::collections::HashMap<usize, usize>,
+    most_on_one: usize,
+    conns: usize,
+}
+
+/// 300 long requests at once through [`Upstream`] to an HTTP/2 server allowing 250 streams per
+/// connection (kube-apiserver 1.20's limit): every one reaches the server and is answered, over
+/// more than one connection. hyper alone would queue the 251st behind the first 250, which
+/// answer only once all 300 have arrived (as watches never free their stream): a hang.
+#[test]
+fn long_requests_beyond_one_connections_stream_limit_are_all_answered() {
+    use kube_api_rewriter_proxy::upstream::Upstream;
+    const N: usize = 300;
+    tls::install_default_provider();
+    let dir = temp_dir("lanes");
+    let (crt, key) = self_signed(&dir, "double");
+    let rc = ReloadingCert::load(&crt, &key).expect("certificate");
+    let acc = TlsAcceptor::from(Arc::new(tls::server_config(rc).expect("server config")));
+    let held = Arc::new(Mutex::new(Held::default()));
+    let (all_in, all_in_rx) = tokio::sync::watch::channel(false);
+    let all_in = Arc::new(all_in);
+    let h = Arc::clone(&held);
+    let port = spawn_double(move |s| {
+        let (acc, held, all_in, all_in_rx) = (
+            acc.clone(),
+            Arc::clone(&h),
+            Arc::clone(&all_in),
+            all_in_rx.clone(),
+        );
+        async move {
+            let Ok(s) = acc.accept(s).await else { return };
+            let conn = {
+                let mut h = held.lock().expect("lock");
+                h.conns += 1;
+                h.conns
+            };
+            let svc = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                let (held, all_in, mut all_in_rx) =
+                    (Arc::clone(&held), Arc::clone(&all_in), all_in_rx.clone());
+                async move {
+                    {
+                        let mut h = held.lock().expect("lock");
+                        h.now += 1;
+                        let on = h.per_conn.entry(conn).or_default();
+                        *on += 1;
+                        let on = *on;
+                        h.most_on_one = h.most_on_one.max(on);
+                        if h.now == N {
+                            let _ = all_in.send(true);
+                        }
+                    }
+                    // Held open, as a watch is, until every request has arrived.
+                    let _ = all_in_rx.wait_for(|a| *a).await;
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"{}"))))
+                }
+            });
+            let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            b.http2().max_concurrent_streams(250);
+            let _ = b.serve_connection(TokioIo::new(s), svc).await;
+        }
+    });
+    let mut cfg = kube::Config::new(format!("https://127.0.0.1:{port}").parse().expect("url"));
+    cfg.accept_invalid_certs = true;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let answered = rt.block_on(async move {
+        let up = Arc::new(Upstream::from_kube_config(cfg).expect("upstream"));
+        let tasks: Vec<_> = (0..N)
+            .map(|i| {
+                let up = Arc::clone(&up);
+                tokio::spawn(async move {
+                    let req = Request::get(up.uri(&format!("/long/{i}")).expect("uri"))
+                        .body(kube_api_rewriter_layer::body::empty())
+                        .expect("request");
+                    let resp = up.send(req, None).await.expect("answered");
+                    assert_eq!(resp.status(), StatusCode::OK);
+                    resp.into_body().collect().await.expect("body").to_bytes()
+                })
+            })
+            .collect();
+        let mut answered = 0;
+        for t in tasks {
+            let b = tokio::time::timeout(Duration::from_secs(60), t)
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "only {answered} of {N} answered within 60 s; the server held {:?}",
+                        held.lock().expect("lock")
+                    )
+                })
+                .expect("task");
+            assert_eq!(&b[..], b"{}");
+            answered += 1;
+        }
+        let h = held.lock().expect("lock");
+        assert!(h.conns >= 2 && h.most_on_one <= 250, "{h:?}");
+        answered
+    });
+    assert_eq!(answered, N);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// kube-apiserver may close an HTTP/2 connection while requests are being sent on it (seen
+/// under load: `stream closed because of a broken pipe` for every request of one connection).
+/// A GET that had no response head yet is sent again on a new connection, as Go's transport
+/// does: here the double drops its first connection right after the TLS handshake, and both a
+/// GET and a watch are answered.
+#[test]
+fn a_get_whose_connection_breaks_before_the_head_is_sent_again() {
+    use kube_api_rewriter_proxy::upstream::Upstream;
+    tls::install_default_provider();
+    let dir = temp_dir("retry");
+    let (crt, key) = self_signed(&dir, "double");
+    let rc = ReloadingCert::load(&crt, &key).expect("certificate");
+    let acc = TlsAcceptor::from(Arc::new(tls::server_config(rc).expect("server config")));
+    let conns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c = Arc::clone(&conns);
+    let port = spawn_double(move |s| {
+        let (acc, conns) = (acc.clone(), Arc::clone(&c));
+        async move {
+            let Ok(s) = acc.accept(s).await else { return };
+            // Every other connection is dropped as soon as it is up.
+            if conns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 2 == 0 {
+                drop(s);
+                return;
+            }
+            let svc = hyper::service::service_fn(|_req: Request<Incoming>| async {
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"{}"))))
+            });
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(s), svc)
+                .await;
+        }
+    });
+    let mut cfg = kube::Config::new(format!("https://127.0.0.1:{port}").parse().expect("url"));
+    cfg.accept_invalid_certs = true;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let up = Upstream::from_kube_config(cfg).expect("upstream");
+        for path in ["/api/v1/namespaces/default/pods", "/api/v1/pods?watch=1"] {
+            let req = Request::get(up.uri(path).expect("uri"))
+                .body(kube_api_rewriter_layer::body::empty())
+                .expect("request");
+            let resp = up
+                .send(req, None)
+                .await
+                .unwrap_or_else(|e| panic!("{path}: {e:?}"));
+            assert_eq!(resp.status(), StatusCode::OK, "{path}");
+            let b = resp.into_body().collect().await.expect("body").to_bytes();
+            assert_eq!(&b[..], b"{}");
+        }
+    });
+    assert!(
+        conns.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "the double saw one connection: nothing was dropped"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
