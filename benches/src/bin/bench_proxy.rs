@@ -1344,8 +1344,10 @@ async fn burst_conn(s: tokio::net::TcpStream, b: Arc<Burst>) -> std::io::Result<
             w.write_all(head.as_bytes()).await?;
             w.write_all(&b.list).await?;
         } else {
-            w.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
-                .await?;
+            w.write_all(
+                b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+            )
+            .await?;
         }
     }
 }
@@ -1497,7 +1499,10 @@ async fn part3(a: &Args) -> Result<()> {
             } else {
                 println!(
                     "     proxy write syscalls per MB (each run): {}",
-                    runs(&|c| format!("{:.1}", c.writes.unwrap_or(0) as f64 / (c.read.bytes as f64 / 1e6)))
+                    runs(&|c| format!(
+                        "{:.1}",
+                        c.writes.unwrap_or(0) as f64 / (c.read.bytes as f64 / 1e6)
+                    ))
                 );
             }
         }
