@@ -2,11 +2,15 @@
 # The proxy benchmark: one run prints, through the proxy and directly, side by side,
 #   1. against a local etcd + kube-apiserver v1.20.2 holding 10,000 VMs: LIST, 20,000-event watch;
 #   2. against an in-memory upstream double: rewritten LIST MB/s, pass-through ratio, watch
-#      events/s, added latency per small GET, the proxy's peak RSS for a 200 MB LIST.
+#      events/s, added latency per small GET, the proxy's peak RSS for a 200 MB LIST;
+#   3. against a kube-apiserver-like double (one chunk per event, many per write): a 20,000-event
+#      watch and a 10,000-VM LIST, proxied vs direct, with the proxy's write syscalls per 1,000
+#      events and CPU seconds per GB; the delay a lone watch event sees.
 #
 # Usage: scripts/bench-proxy.sh [bench_proxy options]
 #   --vms N (10000)  --events N (20000)  --list-mb N (200)  --double-events N (100000)
 #   --gets N (2000)  --repeat N (3)  --concurrency N (32)  --skip-double
+#   --burst-vms N (10000)  --lone-rounds N (20)  --only list,pass,watch,get,burst
 # Env: BENCH_SKIP_APISERVER=1 skips part 1 (no control plane).
 #
 # Release builds; everything binds 127.0.0.1; the control plane and the proxies it starts are

@@ -17,6 +17,13 @@
 //! pre-built LIST of renamed VMs (`--list-mb`), the same bytes on a path the rules do not touch,
 //! a pre-built watch stream and a small object, at memory speed.
 //!
+//! Part 3: a kube-apiserver-like upstream double (HTTP/1.1 written by hand): a `--events` watch
+//! sent as one HTTP chunk per event, many chunks per 64 KiB write, and a LIST of `--burst-vms`
+//! VMs, each timed through the proxy and directly, with the proxy's write syscalls (`syscw` of
+//! `/proc/PID/io`) and CPU seconds (`/proc/PID/stat`) per transfer; then the time from the
+//! double writing a lone watch event after an idle pause to the client receiving it.
+//! `--only burst` runs just this part (without `--kubeconfig`).
+//!
 //! Everything binds 127.0.0.1, every loop is bounded, and the proxies started here are stopped
 //! at the end.
 
@@ -65,6 +72,8 @@ struct Args {
     repeat: usize,
     concurrency: usize,
     watch_concurrency: usize,
+    burst_vms: usize,
+    lone_rounds: usize,
     skip_double: bool,
     only: Option<String>,
 }
@@ -93,6 +102,8 @@ fn args() -> Result<Args> {
         repeat: 3,
         concurrency: 32,
         watch_concurrency: 4,
+        burst_vms: 10_000,
+        lone_rounds: 20,
         skip_double: false,
         only: None,
     };
@@ -122,6 +133,8 @@ fn args() -> Result<Args> {
             "--repeat" => a.repeat = n()?.max(1),
             "--concurrency" => a.concurrency = n()?.max(1),
             "--watch-concurrency" => a.watch_concurrency = n()?.max(1),
+            "--burst-vms" => a.burst_vms = n()?,
+            "--lone-rounds" => a.lone_rounds = n()?.max(1),
             "--only" => a.only = Some(v.clone()),
             _ => return Err(format!("unknown argument {k}").into()),
         }
@@ -1187,6 +1200,339 @@ async fn part2(a: &Args) -> Result<()> {
     Ok(())
 }
 
+// ------------------------------------------------------------------------------------ part 3
+
+/// Writes per burst write of part 3's double: many event chunks each, as a busy kube-apiserver
+/// sends them.
+const BURST_WRITE: usize = 64 << 10;
+/// The namespace whose watch sends lone events (one after each idle pause).
+const LONE_NS: &str = "lone";
+/// The idle pause before each lone event.
+const LONE_PAUSE: Duration = Duration::from_millis(100);
+
+/// Part 3's upstream double. It speaks HTTP/1.1 by hand so every write is under its control,
+/// and sends a watch the way kube-apiserver does: one HTTP chunk per event, and in a burst many
+/// chunks per write. A watch in namespace [`LONE_NS`] instead sends one event, then one more
+/// after each idle pause, noting when it wrote each.
+struct Burst {
+    /// The body of a LIST of `items` renamed VMs.
+    list: Bytes,
+    items: usize,
+    /// Chunk-encoded events (`<hex length>\r\n<event>\r\n`).
+    chunks: Vec<Bytes>,
+    events: usize,
+    lone_rounds: usize,
+    /// When each lone event was written.
+    sent: Mutex<Vec<Instant>>,
+}
+
+fn burst_fixtures(items: usize, events: usize, lone_rounds: usize) -> Burst {
+    let template = vm("vm-XXXXXXX", true).to_string();
+    let mut list = format!(r#"{{"apiVersion":"{GROUP}/v1","items":["#).into_bytes();
+    for i in 0..items {
+        if i > 0 {
+            list.push(b',');
+        }
+        list.extend_from_slice(template.replace("XXXXXXX", &format!("{i:07}")).as_bytes());
+    }
+    list.extend_from_slice(
+        format!(r#"],"kind":"{KIND}List","metadata":{{"continue":"","resourceVersion":"123456"}}}}"#)
+            .as_bytes(),
+    );
+    let chunks = (0..1000)
+        .map(|i| {
+            let obj = template.replace("XXXXXXX", &format!("{i:07}"));
+            let ev = format!("{{\"type\":\"MODIFIED\",\"object\":{obj}}}\n");
+            Bytes::from(format!("{:x}\r\n{ev}\r\n", ev.len()))
+        })
+        .collect();
+    Burst {
+        list: Bytes::from(list),
+        items,
+        chunks,
+        events,
+        lone_rounds,
+        sent: Mutex::new(Vec::new()),
+    }
+}
+
+/// Starts part 3's double on its own runtime thread; returns its address.
+fn start_burst_double(b: Arc<Burst>) -> Result<SocketAddr> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = l.local_addr()?;
+    l.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("burst-double")
+        .enable_all()
+        .build()?;
+    std::thread::spawn(move || {
+        rt.block_on(async move {
+            let Ok(l) = tokio::net::TcpListener::from_std(l) else {
+                return;
+            };
+            loop {
+                let Ok((s, _)) = l.accept().await else { continue };
+                let _ = s.set_nodelay(true);
+                tokio::spawn(burst_conn(s, Arc::clone(&b)));
+            }
+        });
+    });
+    Ok(addr)
+}
+
+/// Serves one keep-alive connection of part 3's double (GET requests only).
+async fn burst_conn(s: tokio::net::TcpStream, b: Arc<Burst>) -> std::io::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (r, mut w) = s.into_split();
+    let mut r = tokio::io::BufReader::new(r);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        let target = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+        loop {
+            line.clear();
+            if r.read_line(&mut line).await? == 0 {
+                return Ok(());
+            }
+            if line == "\r\n" || line == "\n" {
+                break;
+            }
+        }
+        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+        let watch = query.split('&').any(|kv| kv == "watch=1" || kv == "watch=true");
+        if path == "/readyz" {
+            w.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok")
+                .await?;
+        } else if path.ends_with(&format!("/{RESOURCE}")) && watch {
+            w.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+            )
+            .await?;
+            if path.contains(&format!("/namespaces/{LONE_NS}/")) {
+                w.write_all(&b.chunks[0]).await?;
+                for i in 0..b.lone_rounds {
+                    tokio::time::sleep(LONE_PAUSE).await;
+                    let c = &b.chunks[(i + 1) % b.chunks.len()];
+                    if let Ok(mut s) = b.sent.lock() {
+                        s.push(Instant::now());
+                    }
+                    w.write_all(c).await?;
+                }
+            } else {
+                let mut buf = Vec::with_capacity(BURST_WRITE + (16 << 10));
+                for i in 0..b.events {
+                    buf.extend_from_slice(&b.chunks[i % b.chunks.len()]);
+                    if buf.len() >= BURST_WRITE {
+                        w.write_all(&buf).await?;
+                        buf.clear();
+                    }
+                }
+                buf.extend_from_slice(b"0\r\n\r\n");
+                w.write_all(&buf).await?;
+                continue;
+            }
+            w.write_all(b"0\r\n\r\n").await?;
+        } else if path.ends_with(&format!("/{RESOURCE}")) {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                b.list.len()
+            );
+            w.write_all(head.as_bytes()).await?;
+            w.write_all(&b.list).await?;
+        } else {
+            w.write_all(
+                b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+            )
+            .await?;
+        }
+    }
+}
+
+/// Write syscalls a process has made so far (`syscw` of `/proc/<pid>/io`: write, writev and
+/// the like, the socket writes of a tokio program included).
+fn syscw(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("syscw:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// One timed transfer of part 3, with what the proxy spent on it.
+#[derive(Clone, Copy, Debug)]
+struct Costed {
+    read: Read,
+    events: usize,
+    writes: Option<u64>,
+    cpu: f64,
+}
+
+/// Reads `path` from `target` to the end, counting events (newlines); through the proxy, its
+/// write syscalls and CPU time are taken around the transfer.
+async fn costed(target: SocketAddr, path: &str, proxy: Option<&ProxyChild>) -> Result<Costed> {
+    let pid = proxy.map(|p| p.child.id());
+    let before = (pid.and_then(syscw), proxy.map_or(0.0, ProxyChild::cpu_secs));
+    let mut c = H1::connect(target).await?;
+    let mut events = 0;
+    let t0 = Instant::now();
+    let r = c.get(path, &[("accept", "application/json")]).await?;
+    let read = drain(r, t0, |d| {
+        events += memchr::memchr_iter(b'\n', d).count();
+        if proxy.is_some() {
+            no_renamed(d);
+        }
+    })
+    .await?;
+    let writes = match (before.0, pid.and_then(syscw)) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let cpu = proxy.map_or(0.0, ProxyChild::cpu_secs) - before.1;
+    Ok(Costed {
+        read,
+        events,
+        writes,
+        cpu,
+    })
+}
+
+/// Milliseconds from each lone event's write by the double to its arrival at the client.
+async fn lone_latencies(b: &Burst, target: SocketAddr, path: &str) -> Result<Vec<f64>> {
+    if let Ok(mut s) = b.sent.lock() {
+        s.clear();
+    }
+    let mut c = H1::connect(target).await?;
+    let r = c.get(path, &[("accept", "application/json")]).await?;
+    let mut body = r.into_body();
+    let mut arrived = Vec::new();
+    while let Some(f) = body.frame().await {
+        if let Ok(d) = f?.into_data() {
+            let now = Instant::now();
+            arrived.extend(memchr::memchr_iter(b'\n', &d).map(|_| now));
+        }
+    }
+    let sent = b.sent.lock().map(|s| s.clone()).unwrap_or_default();
+    if arrived.len() != sent.len() + 1 || sent.len() != b.lone_rounds {
+        return Err(format!(
+            "lone events: {} arrived, {} sent after the first",
+            arrived.len(),
+            sent.len()
+        )
+        .into());
+    }
+    Ok(sent
+        .iter()
+        .zip(&arrived[1..])
+        .map(|(s, a)| a.duration_since(*s).as_secs_f64() * 1e3)
+        .collect())
+}
+
+async fn part3(a: &Args) -> Result<()> {
+    println!(
+        "== 3. kube-apiserver-like upstream double (one chunk per event, {} KiB writes in a burst); load average {}",
+        BURST_WRITE >> 10,
+        loadavg()
+    );
+    let b = Arc::new(burst_fixtures(a.burst_vms, a.events, a.lone_rounds));
+    let addr = start_burst_double(Arc::clone(&b))?;
+    let kc = a.work_dir.join("bench-burst.kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: d\n  cluster:\n    server: http://{addr}\nusers:\n- name: u\n  user:\n    token: doubletoken\ncontexts:\n- name: d\n  context: {{cluster: d, user: u}}\ncurrent-context: d\n"
+        ),
+    )?;
+    let proxy = ProxyChild::start(&a.proxy_bin, &kc, &a.work_dir.join("bench-proxy-burst.log")).await?;
+    let io = syscw(proxy.child.id()).is_some();
+    let gb = |c: &Costed| c.read.bytes as f64 / 1e9;
+    for (what, n, via_path, dir_path) in [
+        (
+            format!("watch, {} events", b.events),
+            b.events,
+            format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?watch=1"),
+            format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}?watch=1"),
+        ),
+        (
+            format!("rewritten LIST, {} VMs", b.items),
+            0,
+            format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines"),
+            format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}"),
+        ),
+    ] {
+        let (mut via, mut dir) = (Vec::new(), Vec::new());
+        for _ in 0..a.repeat {
+            via.push(costed(proxy.addr(), &via_path, Some(&proxy)).await?);
+            dir.push(costed(addr, &dir_path, None).await?);
+        }
+        if n > 0 && via.iter().chain(&dir).any(|c| c.events != n) {
+            return Err(format!("{what}: events lost").into());
+        }
+        let reads = |v: &[Costed]| v.iter().map(|c| c.read).collect::<Vec<_>>();
+        let (bv, bd) = (best(&reads(&via)), best(&reads(&dir)));
+        let ratio = bv.secs / bd.secs;
+        println!("   {what} (best of {}):", a.repeat);
+        println!(
+            "     through the proxy  {:>7.1} MB  {:>6.3} s    direct {:>6.3} s    ratio {ratio:.2}x (target <= 3x: {})",
+            bv.bytes as f64 / 1e6,
+            bv.secs,
+            bd.secs,
+            verdict(ratio <= 3.0)
+        );
+        let runs = |f: &dyn Fn(&Costed) -> String| via.iter().map(f).collect::<Vec<_>>().join(", ");
+        println!(
+            "     proxy CPU per GB (each run): {}",
+            runs(&|c| format!("{:.2} s", c.cpu / gb(c)))
+        );
+        if io {
+            if n > 0 {
+                let per_k = |c: &Costed| c.writes.unwrap_or(0) as f64 * 1000.0 / n as f64;
+                let worst = via.iter().map(per_k).fold(0.0, f64::max);
+                println!(
+                    "     proxy write syscalls per 1,000 events (each run): {} (target < 50: {})",
+                    runs(&|c| format!("{:.1}", per_k(c))),
+                    verdict(worst < 50.0)
+                );
+            } else {
+                println!(
+                    "     proxy write syscalls per MB (each run): {}",
+                    runs(&|c| format!(
+                        "{:.1}",
+                        c.writes.unwrap_or(0) as f64 / (c.read.bytes as f64 / 1e6)
+                    ))
+                );
+            }
+        }
+    }
+    if !io {
+        println!("     (write syscalls not counted: /proc/PID/io unreadable)");
+    }
+    // Lone events.
+    let lone = |ns: &str, group: &str, res: &str| format!("/apis/{group}/v1/namespaces/{ns}/{res}?watch=1");
+    let mut via = lone_latencies(&b, proxy.addr(), &lone(LONE_NS, "kubevirt.io", "virtualmachines")).await?;
+    let mut dir = lone_latencies(&b, addr, &lone(LONE_NS, GROUP, RESOURCE)).await?;
+    let (mv, md) = (median(&mut via), median(&mut dir));
+    let (xv, xd) = (
+        via.iter().copied().fold(0.0, f64::max),
+        dir.iter().copied().fold(0.0, f64::max),
+    );
+    println!(
+        "   lone watch event after a {} ms pause ({} rounds), write to arrival: median (max)",
+        LONE_PAUSE.as_millis(),
+        b.lone_rounds
+    );
+    println!(
+        "     through the proxy {mv:.3} ms ({xv:.3})  direct {md:.3} ms ({xd:.3})  added {:+.3} ms (target <= +1 ms: {})",
+        mv - md,
+        verdict(mv - md <= 1.0)
+    );
+    println!("   load average {}", loadavg());
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let a = args()?;
     kube_api_rewriter_proxy::tls::install_default_provider();
@@ -1203,8 +1549,11 @@ fn main() -> Result<()> {
         if let Some(kc) = &a.kubeconfig {
             part1(&a, kc).await?;
         }
-        if !a.skip_double {
+        if !a.skip_double && ["list", "pass", "watch", "get"].iter().any(|s| a.wants(s)) {
             part2(&a).await?;
+        }
+        if !a.skip_double && a.wants("burst") {
+            part3(&a).await?;
         }
         println!("done; load average {}", loadavg());
         Ok::<_, Error>(())

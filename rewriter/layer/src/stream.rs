@@ -21,10 +21,12 @@ use crate::response::Ctx;
 
 /// Chunks that may wait between the rewriting task and the client.
 const CHANNEL_DEPTH: usize = 4;
-/// LIST output is sent once this much is ready (watch events go one by one).
+/// LIST output is sent once this much is ready (watch events go as soon as upstream has no
+/// more at hand).
 const LIST_CHUNK: usize = 64 << 10;
-/// Watch events that have already arrived are sent together up to this much.
-const WATCH_BATCH: usize = 64 << 10;
+/// Output that has already arrived is gathered and sent together up to this much (so with
+/// [`CHANNEL_DEPTH`] a stream holds about 1 MiB at most between upstream and the client).
+const BATCH: usize = 256 << 10;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -226,15 +228,32 @@ async fn pump(
         return out.fail(f, &mut buf, watch).await;
     }
     drop(initial);
+    // Whether upstream had nothing at hand after the connection task was given a turn.
+    let mut yielded = false;
     loop {
-        // Watch events leave as soon as upstream has nothing more at hand: events that have
-        // already arrived are taken first and sent together (one channel hand-off and one write
-        // for several events instead of one each), but none waits for a later one.
-        let at_hand = if watch && !buf.is_empty() && buf.len() < WATCH_BATCH {
-            frame_at_hand(&mut upstream).await
+        // Output leaves as soon as upstream has nothing more at hand: what has already arrived
+        // is taken first and sent together (one channel hand-off and one write to the client
+        // for a burst of watch events instead of one each), up to `BATCH`, but nothing waits
+        // for later input.
+        //
+        // hyper's client body holds one frame: the connection task decodes the next chunk of
+        // what it has already read only when it next runs. So "nothing at hand" is believed
+        // only after one yield to the scheduler (microseconds), which lets that task (and the
+        // I/O driver) run; an idle upstream still costs a lone event just that one yield.
+        let at_hand = if !buf.is_empty() && buf.len() < BATCH {
+            match frame_at_hand(&mut upstream).await {
+                Some(f) => Some(f),
+                None if !yielded => {
+                    yielded = true;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                None => None,
+            }
         } else {
             None
         };
+        yielded = false;
         let frame = match at_hand {
             Some(f) => f,
             None => {

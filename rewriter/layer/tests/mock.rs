@@ -245,6 +245,66 @@ async fn watch_events_leave_one_by_one_as_they_arrive() {
     );
 }
 
+/// Upstream's watch body as hyper's client hands it over: one frame held at a time, the next
+/// one given by the connection's own task when it next runs (`tokio::sync::mpsc` of depth 1
+/// fed by a task). Events that have already arrived leave the layer as one body frame; a lone
+/// event later leaves by itself, without waiting for more.
+#[tokio::test]
+async fn watch_events_at_hand_leave_together_and_a_lone_one_without_waiting() {
+    let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+    let pending = call(
+        &mut svc,
+        get("/apis/kubevirt.io/v1/namespaces/demo/virtualmachines?watch=true"),
+    );
+    let (_req, send) = handle.next_request().await.expect("request");
+    let events = capture("watch-vm-events.json");
+    let lines: Vec<Bytes> = events
+        .split_inclusive(|&b| b == b'\n')
+        .map(Bytes::copy_from_slice)
+        .collect();
+    assert!(lines.len() >= 5, "capture has events");
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<http_body::Frame<Bytes>, Infallible>>(1);
+    let (lone_tx, lone_rx) = tokio::sync::oneshot::channel::<()>();
+    let (end_tx, end_rx) = tokio::sync::oneshot::channel::<()>();
+    let burst = lines.clone();
+    let lone = lines[0].clone();
+    tokio::spawn(async move {
+        for l in burst {
+            tx.send(Ok(http_body::Frame::data(l))).await.expect("send");
+        }
+        lone_rx.await.expect("lone signal");
+        tx.send(Ok(http_body::Frame::data(lone))).await.expect("send");
+        let _ = end_rx.await;
+    });
+    let resp = Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body::boxed(StreamBody::new(futures::stream::poll_fn(
+            move |cx| rx.poll_recv(cx),
+        ))))
+        .expect("response");
+    send.send_response(resp);
+    let mut body = pending.await.expect("task").expect("response").into_body();
+
+    let f = next_frame(&mut body).await.expect("the burst");
+    let got: Vec<&[u8]> = f.split_inclusive(|&b| b == b'\n').collect();
+    assert_eq!(got.len(), lines.len(), "every event at hand in one body frame");
+    for ev in got {
+        let ev: Value = serde_json::from_slice(ev).expect("a whole event");
+        no_internal_names(&ev["object"]);
+    }
+    lone_tx.send(()).expect("producer waits");
+    // The watch stays open (upstream sends no more): the lone event is not held for company.
+    let f = next_frame(&mut body).await.expect("the lone event");
+    let ev: Value = serde_json::from_slice(&f).expect("exactly one whole event");
+    no_internal_names(&ev["object"]);
+    end_tx.send(()).expect("producer waits");
+    assert!(
+        next_frame(&mut body).await.is_none(),
+        "the watch ends when upstream ends"
+    );
+}
+
 #[tokio::test]
 async fn every_patch_type_is_renamed_before_the_inner_service() {
     let cases = [
