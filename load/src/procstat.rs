@@ -1,5 +1,7 @@
 //! A process's memory and CPU time from `/proc` (Linux).
 
+use kube_api_rewriter_testkit::{TcpSocket, tcp_sockets};
+
 /// Memory and CPU of a process at one moment.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stat {
@@ -56,41 +58,10 @@ pub fn raise_nofile() -> Option<u64> {
     l.current
 }
 
-/// One established IPv4 TCP socket from `/proc/net/tcp`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Socket {
-    /// Local port.
-    pub local: u16,
-    /// Remote port.
-    pub remote: u16,
-    /// Bytes sent and not yet acknowledged.
-    pub tx_queue: u64,
-    /// Bytes received and not yet read by the process.
-    pub rx_queue: u64,
-}
-
 /// Every established IPv4 socket on this machine whose local or remote port is `port`.
-pub fn sockets(port: u16) -> Vec<Socket> {
-    let Ok(text) = std::fs::read_to_string("/proc/net/tcp") else {
-        return Vec::new();
-    };
-    let port_of = |addr: &str| {
-        addr.split_once(':')
-            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-    };
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (local, remote, state, queues) = (f.get(1)?, f.get(2)?, f.get(3)?, f.get(4)?);
-            let (tx, rx) = queues.split_once(':')?;
-            let s = Socket {
-                local: port_of(local)?,
-                remote: port_of(remote)?,
-                tx_queue: u64::from_str_radix(tx, 16).ok()?,
-                rx_queue: u64::from_str_radix(rx, 16).ok()?,
-            };
-            (*state == "01" && (s.local == port || s.remote == port)).then_some(s)
-        })
+pub fn sockets(port: u16) -> Vec<TcpSocket> {
+    tcp_sockets()
+        .into_iter()
+        .filter(|s| s.local == port || s.remote == port)
         .collect()
 }

@@ -260,7 +260,7 @@ impl Watches {
         let socks = procstat::sockets(self.port);
         // The queues of both ends of a watch's connection to the proxy.
         let queues = |local: u16| {
-            let end = |f: &dyn Fn(&procstat::Socket) -> bool| {
+            let end = |f: &dyn Fn(&kube_api_rewriter_testkit::TcpSocket) -> bool| {
                 socks.iter().find(|s| f(s)).map_or("gone".to_owned(), |s| {
                     format!("tx {} rx {}", s.tx_queue, s.rx_queue)
                 })

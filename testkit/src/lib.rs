@@ -616,6 +616,31 @@ pub fn tcp_timer(local_port: u16, remote_port: u16) -> Option<u8> {
 /// The timers (see [`tcp_timer`]) of every established IPv4 socket to `remote_port`, from
 /// `local_port` if given.
 pub fn tcp_timers(local_port: Option<u16>, remote_port: u16) -> Vec<u8> {
+    tcp_sockets()
+        .into_iter()
+        .filter(|s| s.remote == remote_port && local_port.is_none_or(|p| s.local == p))
+        .map(|s| s.timer)
+        .collect()
+}
+
+/// One established IPv4 TCP socket of this machine, as `/proc/net/tcp` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSocket {
+    /// Local port.
+    pub local: u16,
+    /// Remote port.
+    pub remote: u16,
+    /// Bytes sent and not yet acknowledged.
+    pub tx_queue: u64,
+    /// Bytes received and not yet read by the process.
+    pub rx_queue: u64,
+    /// The kernel timer running on it (see [`tcp_timer`]).
+    pub timer: u8,
+}
+
+/// Every established IPv4 TCP socket of this machine (`/proc/net/tcp`); none when it cannot be
+/// read.
+pub fn tcp_sockets() -> Vec<TcpSocket> {
     let Ok(text) = std::fs::read_to_string("/proc/net/tcp") else {
         return Vec::new();
     };
@@ -623,19 +648,26 @@ pub fn tcp_timers(local_port: Option<u16>, remote_port: u16) -> Vec<u8> {
         addr.split_once(':')
             .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
     };
+    let hex_pair = |field: &str| {
+        let (a, b) = field.split_once(':')?;
+        Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
+    };
     text.lines()
         .skip(1)
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            let (local, remote, state, timer) = (f.get(1)?, f.get(2)?, f.get(3)?, f.get(5)?);
-            let from = local_port.is_none_or(|p| port(local) == Some(p));
-            (*state == "01" && from && port(remote)? == remote_port)
-                .then(|| {
-                    timer
-                        .split_once(':')
-                        .and_then(|(t, _)| u8::from_str_radix(t, 16).ok())
-                })
-                .flatten()
+            if *f.get(3)? != "01" {
+                return None;
+            }
+            let (tx_queue, rx_queue) = hex_pair(f.get(4)?)?;
+            let (timer, _) = hex_pair(f.get(5)?)?;
+            Some(TcpSocket {
+                local: port(f.get(1)?)?,
+                remote: port(f.get(2)?)?,
+                tx_queue,
+                rx_queue,
+                timer: u8::try_from(timer).ok()?,
+            })
         })
         .collect()
 }
