@@ -1083,13 +1083,17 @@ mod tests {
         for n in 0..40 {
             for ws in [" ", "\n", "\r\n", "\t "] {
                 let w = ws.repeat(n);
-                let doc = format!("{w}{{{w}\"a\"{w}:{w}[{w}1{w},{w}\"x\"{w}]{w},{w}\"b\"{w}:{w}{{{w}}}{w}}}{w}");
+                let doc =
+                    format!("{w}{{{w}\"a\"{w}:{w}[{w}1{w},{w}\"x\"{w}]{w},{w}\"b\"{w}:{w}{{{w}}}{w}}}{w}");
                 assert!(valid(&doc), "{doc:?}");
                 let mut sc = Scanner::new(doc.as_bytes());
                 let (start, end) = sc.skip_value().unwrap();
                 assert_eq!((start, end), (w.len(), doc.len() - w.len()));
                 let bad = format!("[{w}1{w}x]");
-                assert_eq!(skip_err(bad.as_bytes()), (1 + 2 * w.len() + 1, "expected `,` or `]`", false));
+                assert_eq!(
+                    skip_err(bad.as_bytes()),
+                    (1 + 2 * w.len() + 1, "expected `,` or `]`", false)
+                );
             }
         }
     }

@@ -768,4 +768,3 @@ fn hex4(h: &[u8]) -> u32 {
     h.iter()
         .fold(0, |acc, &b| acc * 16 + (b as char).to_digit(16).unwrap_or(0))
 }
-
