@@ -5,7 +5,8 @@
 //! * `object/*`: one VM, both directions.
 //!
 //! Each group has `value` (serde_json `Value` parse + serialize), `scan` (serde_json
-//! `IgnoredAny`: a validating scan) and `restore` (our streaming rewriter fed 64 KiB chunks;
+//! `IgnoredAny`: a validating scan), `skip_value` (our scanner's validating skip of the whole
+//! body, no rules) and `restore` (our streaming rewriter fed 64 KiB chunks;
 //! the output of each chunk is handed on, as the proxy sends it, so the output buffer stays one
 //! chunk long).
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 use criterion::{
     BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main, measurement::WallTime,
 };
+use kube_api_rewriter::internals;
 use kube_api_rewriter::object::{self, Context};
 use kube_api_rewriter::stream::{ListRewriter, WatchRewriter};
 use kube_api_rewriter::{Direction, Rules};
@@ -66,6 +68,23 @@ fn baselines(g: &mut BenchmarkGroup<'_, WallTime>, body: &[u8], ndjson: bool) {
     });
 }
 
+/// Our scanner's pure validating skip (no rules, no output) on the same bytes as
+/// `ignored_any_scan`: what the rewriter pays for every subtree it does not touch.
+fn skip(g: &mut BenchmarkGroup<'_, WallTime>, body: &[u8], ndjson: bool) {
+    g.bench_function("skip_value", |b| {
+        b.iter(|| {
+            if ndjson {
+                let (spans, err) = internals::skip_values(body, 0);
+                assert!(err.is_none());
+                black_box(spans.len())
+            } else {
+                black_box(internals::skip_document(body).unwrap());
+                0
+            }
+        })
+    });
+}
+
 /// Hands the output written so far on (as the proxy sends a chunk) and empties the buffer.
 fn hand_on(out: &mut Vec<u8>) -> usize {
     black_box(&out[..]);
@@ -85,6 +104,7 @@ fn list(c: &mut Criterion) {
     );
     let mut g = group(c, "list", body.len());
     baselines(&mut g, &body, false);
+    skip(&mut g, &body, false);
     g.bench_function("restore_stream_64k", |b| {
         let mut out = Vec::with_capacity(4 * CHUNK);
         b.iter(|| {
@@ -112,6 +132,7 @@ fn watch(c: &mut Criterion) {
     );
     let mut g = group(c, "watch", body.len());
     baselines(&mut g, &body, true);
+    skip(&mut g, &body, true);
     g.bench_function("restore_stream_64k", |b| {
         let mut out = Vec::with_capacity(4 * CHUNK);
         b.iter(|| {

@@ -475,3 +475,35 @@ pub fn yaml(data: &[u8]) {
         assert!(back == want, "{how} reads back another value\njson: {want}\nback: {back}\nyaml: {yaml:?}");
     }
 }
+
+/// Differential oracle for the scanner's fast paths (issue #19): the core's scanner and the
+/// scanner as it was before them must agree on every verdict, span, error offset and message,
+/// for a whole document, a stream of values (with a fuzzer-chosen error base), a string value
+/// and an object walked member by member. The whole-document verdict must also be serde_json's
+/// (validating `Value` parse), except for the documented differences.
+pub fn scan_diff(data: &[u8]) {
+    use kube_api_rewriter::internals as i;
+    let base = data.first().map_or(0, |&b| usize::from(b) * 1000);
+    let doc = i::skip_document(data);
+    assert_eq!(
+        doc.as_ref().map_err(i::parts),
+        i::skip_document_ref(data).as_ref().map_err(i::parts),
+        "document"
+    );
+    let (ours, theirs) = (i::skip_values(data, base), i::skip_values_ref(data, base));
+    assert_eq!(ours.0, theirs.0, "stream spans");
+    assert_eq!(ours.1.as_ref().map(i::parts), theirs.1.as_ref().map(i::parts), "stream error");
+    assert_eq!(
+        i::string(data).map_err(|e| i::parts(&e)),
+        i::string_ref(data).map_err(|e| i::parts(&e)),
+        "string"
+    );
+    assert_eq!(
+        i::members(data).map_err(|e| i::parts(&e)),
+        i::members_ref(data).map_err(|e| i::parts(&e)),
+        "members"
+    );
+    if let Ok(verdict) = serde_verdict(data) {
+        assert_eq!(doc.is_ok(), verdict.is_some(), "serde_json verdict: {doc:?}");
+    }
+}

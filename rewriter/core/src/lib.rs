@@ -15,6 +15,9 @@
 #![warn(unreachable_pub)]
 
 mod error;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals;
 mod json;
 pub mod object;
 pub mod openapi;

@@ -6,3 +6,5 @@ pub(crate) mod scan;
 
 pub(crate) use edit::Edits;
 pub(crate) use scan::{Scanner, Str};
+#[cfg(feature = "internals")]
+pub(crate) mod scan_ref;

@@ -125,12 +125,8 @@ impl<'a> Scanner<'a> {
     /// Skips whitespace.
     #[inline]
     pub(crate) fn ws(&mut self) {
-        while let Some(&b) = self.buf.get(self.pos) {
-            if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
-                self.pos += 1;
-            } else {
-                break;
-            }
+        if let Some(b' ' | b'\n' | b'\r' | b'\t') = self.buf.get(self.pos) {
+            self.pos = skip_ws(self.buf, self.pos);
         }
     }
 
@@ -335,8 +331,9 @@ impl<'a> Scanner<'a> {
 
     /// Skips a string at the current position; returns its end and whether it has escapes.
     ///
-    /// Eight bytes at a time while no byte is a quote, a backslash, a control character or
-    /// non-ASCII; byte by byte otherwise. Non-ASCII runs are UTF-8 validated at the end.
+    /// A block at a time while no byte is a quote, a backslash, a control character or (until
+    /// the first one) non-ASCII; the rest of the string is UTF-8 validated at its end, so the
+    /// first non-ASCII byte turns the block test to ASCII specials only.
     #[inline(never)]
     fn skip_string(&mut self) -> Result<(usize, bool)> {
         debug_assert_eq!(self.buf.get(self.pos), Some(&b'"'));
@@ -346,14 +343,14 @@ impl<'a> Scanner<'a> {
         let mut escaped = false;
         let mut non_ascii = false;
         loop {
-            while let Some(chunk) = buf.get(i..i + 8) {
-                let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+            while let Some(w) = block(buf, i) {
+                let m = if non_ascii { special_ascii(w) } else { special(w) };
                 if m != 0 {
                     // The lowest flagged byte is exact (later ones may be false positives).
                     i += (m.trailing_zeros() / 8) as usize;
                     break;
                 }
-                i += 8;
+                i += BLOCK;
             }
             let Some(&b) = buf.get(i) else {
                 self.pos = buf.len();
@@ -488,8 +485,8 @@ impl<'a> Scanner<'a> {
         let room = (REGISTER_LEVELS - 1).min(MAX_SKIP_DEPTH.saturating_sub(self.depth));
         macro_rules! ws {
             () => {
-                while let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
-                    pos += 1;
+                if let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
+                    pos = skip_ws(buf, pos);
                 }
             };
         }
@@ -690,8 +687,36 @@ impl<'a> Scanner<'a> {
     }
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
+/// The end of the whitespace run at `pos`. Compact JSON (what kube-apiserver sends) has none and
+/// never gets here; indented JSON has runs of spaces after each newline, skipped 8 at a time.
+fn skip_ws(buf: &[u8], mut pos: usize) -> usize {
+    loop {
+        match buf.get(pos) {
+            Some(b' ') => {
+                pos += 1;
+                while buf.get(pos..pos + 8) == Some(b"        ") {
+                    pos += 8;
+                }
+            }
+            Some(b'\n' | b'\r' | b'\t') => pos += 1,
+            _ => return pos,
+        }
+    }
+}
+
+/// The bytes of one block the string loops look at: 8 as a `u64`, classified with bit tricks in
+/// safe Rust (std::arch intrinsics take pointers, and the workspace forbids `unsafe`).
+type Block = u64;
+const BLOCK: usize = std::mem::size_of::<Block>();
+const ONES: Block = Block::MAX / 0xff;
+const HIGHS: Block = ONES * 0x80;
+
+/// The block of `BLOCK` bytes at `i`, if the input holds that many.
+#[inline(always)]
+fn block(buf: &[u8], i: usize) -> Option<Block> {
+    let bytes = buf.get(i..i + BLOCK)?;
+    Some(Block::from_le_bytes(bytes.try_into().expect("a block")))
+}
 
 /// The end (one past the closing quote) of the string whose opening quote is at `start`, when
 /// it is plain ASCII without escapes; `None` for anything else (the caller takes the full path).
@@ -699,25 +724,38 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 fn plain_string_end(buf: &[u8], start: usize) -> Option<usize> {
     let mut i = start + 1;
     loop {
-        let chunk = buf.get(i..i + 8)?;
-        let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        let m = special(block(buf, i)?);
         if m != 0 {
             let j = i + (m.trailing_zeros() / 8) as usize;
             return (buf[j] == b'"').then_some(j + 1);
         }
-        i += 8;
+        i += BLOCK;
     }
 }
 
 /// A mask with the high bit set in bytes of `w` that are `"`, `\\`, below 0x20 or non-ASCII
-/// (Mycroft's trick; the lowest set byte is exact).
+/// (Mycroft's trick; the lowest set byte is exact, later ones may be false positives).
 #[inline(always)]
-fn special(w: u64) -> u64 {
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v;
-    let quote = zero(w ^ (ONES * u64::from(b'"')));
-    let backslash = zero(w ^ (ONES * u64::from(b'\\')));
+fn special(w: Block) -> Block {
     let control = w.wrapping_sub(ONES * 0x20) & !w;
-    (quote | backslash | control | w) & HIGHS
+    (zero_byte(w ^ (ONES * Block::from(b'"'))) | zero_byte(w ^ (ONES * Block::from(b'\\'))) | control | w)
+        & HIGHS
+}
+
+/// Like [`special`] without flagging non-ASCII bytes: for the rest of a string once one was seen
+/// (its UTF-8 is validated when the string ends).
+#[inline(always)]
+fn special_ascii(w: Block) -> Block {
+    (zero_byte(w ^ (ONES * Block::from(b'"')))
+        | zero_byte(w ^ (ONES * Block::from(b'\\')))
+        | (w.wrapping_sub(ONES * 0x20) & !w))
+        & HIGHS
+}
+
+/// High bit set in the lowest zero byte of `v` (exact) and possibly in later ones.
+#[inline(always)]
+fn zero_byte(v: Block) -> Block {
+    v.wrapping_sub(ONES) & !v
 }
 
 /// Decodes the escapes of a validated string body.
@@ -982,6 +1020,93 @@ mod tests {
         for doc in [r#""\ud83d"#, r#""\ud83d\"#, r#""\ud83d\u"#, r#""\ud83d\ude"#] {
             let e = Scanner::new(doc.as_bytes()).skip_value().unwrap_err();
             assert!(e.eof, "{doc}: {e:?}");
+        }
+    }
+
+    /// Error offset and message of skipping `doc` as one document.
+    fn skip_err(doc: &[u8]) -> (usize, &'static str, bool) {
+        let mut sc = Scanner::new(doc);
+        let e = sc.skip_value().and_then(|_| sc.end()).unwrap_err();
+        (e.offset, e.msg, e.eof)
+    }
+
+    #[test]
+    fn fast_paths_find_each_special_byte_at_every_block_position() {
+        // Strings of every length across two 16-byte blocks, with the special byte at each
+        // position, at the end of the input and inside an object (key and value).
+        for len in 0..40 {
+            for p in 0..=len {
+                let body = |c: &str| format!("{}{c}{}", "a".repeat(p), "b".repeat(len - p));
+                // Plain: the closing quote right at the end of the input or before more.
+                let s = format!("\"{}\"", body(""));
+                assert_eq!(Scanner::new(s.as_bytes()).skip_value().unwrap(), (0, s.len()));
+                let o = format!("{{{s}:{s},{s}:[{s}]}}");
+                assert!(valid(&o), "{o}");
+                // An escape at p.
+                let s = format!("\"{}\"", body("\\n"));
+                let got = Scanner::new(s.as_bytes()).string().unwrap();
+                assert_eq!((got.end, got.text.as_ref()), (s.len(), body("\n").as_str()));
+                let s = format!("\"{}\"", body("\\u00e9\\ud83d\\ude00"));
+                assert_eq!(Scanner::new(s.as_bytes()).string().unwrap().text, body("é😀"));
+                // A control character at p.
+                for c in ["\u{0}", "\u{1f}", "\n", "\t"] {
+                    let s = format!("\"{}\"", body(c));
+                    assert_eq!(
+                        skip_err(s.as_bytes()),
+                        (1 + p, "control character in string", false)
+                    );
+                }
+                // Non-ASCII at p: valid (2, 3, 4 bytes), invalid, or cut at the input's end.
+                for c in ["é", "€", "😀", "\u{7f}"] {
+                    let s = format!("[\"{}\",1]", body(c));
+                    assert!(valid(&s), "{s:?}");
+                }
+                let mut s = format!("\"{}\"", body("é")).into_bytes();
+                s[1 + p + 1] = b'a'; // a lead byte without its continuation
+                assert_eq!(skip_err(&s), (1 + p, "invalid UTF-8 in string", false));
+                let mut s = format!("\"{}\"", body("x")).into_bytes();
+                s[1 + p] = 0xff;
+                assert_eq!(skip_err(&s), (1 + p, "invalid UTF-8 in string", false));
+                let s = format!("\"{}\\", body(""));
+                assert!(skip_err(s.as_bytes()).2, "{s}");
+            }
+            // Unterminated: more input is needed, at every length.
+            let s = format!("\"{}", "a".repeat(len));
+            assert_eq!(skip_err(s.as_bytes()), (s.len(), "unexpected end of input", true));
+            let s = format!("{{\"{}", "a".repeat(len));
+            assert_eq!(skip_err(s.as_bytes()), (s.len(), "unexpected end of input", true));
+        }
+    }
+
+    #[test]
+    fn whitespace_runs_of_every_length() {
+        for n in 0..40 {
+            for ws in [" ", "\n", "\r\n", "\t "] {
+                let w = ws.repeat(n);
+                let doc =
+                    format!("{w}{{{w}\"a\"{w}:{w}[{w}1{w},{w}\"x\"{w}]{w},{w}\"b\"{w}:{w}{{{w}}}{w}}}{w}");
+                assert!(valid(&doc), "{doc:?}");
+                let mut sc = Scanner::new(doc.as_bytes());
+                let (start, end) = sc.skip_value().unwrap();
+                assert_eq!((start, end), (w.len(), doc.len() - w.len()));
+                let bad = format!("[{w}1{w}x]");
+                assert_eq!(
+                    skip_err(bad.as_bytes()),
+                    (1 + 2 * w.len() + 1, "expected `,` or `]`", false)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_prefix_of_a_document_needs_more_input() {
+        let doc = r#"{"apiVersion":"v1","items":[{"a":"\u00e9\"x\\","b":-12.5e+3,"c":[true,false,null],"long key of more than sixteen bytes":"é€😀 and a long value past two blocks","d":{}}],"e":0}"#;
+        assert!(valid(doc));
+        let doc = doc.as_bytes();
+        for n in 0..doc.len() {
+            let (offset, msg, eof) = skip_err(&doc[..n]);
+            assert!(eof, "{n}: {offset} {msg}");
+            assert_eq!(offset, n, "{n}");
         }
     }
 
