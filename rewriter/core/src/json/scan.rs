@@ -8,6 +8,8 @@
 
 use std::borrow::Cow;
 
+use wide::{CmpEq, CmpGt, CmpLt, i8x16};
+
 use crate::error::JsonError;
 
 /// Nesting this deep is rejected where the document is walked, as serde_json does (127 levels
@@ -704,28 +706,25 @@ fn skip_ws(buf: &[u8], mut pos: usize) -> usize {
 
 /// Bytes the string loops classify at a time: one SSE2/NEON register.
 ///
-/// Written as plain loops over a `[u8; 16]` that LLVM turns into vector compares (on x86_64:
-/// one unaligned load, `pcmpeqb` twice, `pcmpgtb`, two `por`), because `std::arch` would need
-/// `unsafe` at the call (SSE2 being the baseline does not lift that) and the workspace forbids
-/// it. The flags come back as a `u128` with 0xff per flagged byte, so the first one is
-/// `trailing_zeros() / 8` without a movemask. Checked in the disassembly; against the `u64`
-/// bit tricks this replaced, a validating skip of a 50 MB LIST (87% of its bytes in strings)
-/// runs 19% fewer instructions (callgrind). Splitting the flags into two `u64`s instead makes
-/// LLVM rebuild each half with shuffles (1.6x the instructions): keep the `u128`.
+/// Through `wide`'s safe vector types, because `std::arch` needs `unsafe` at the call (SSE2
+/// being the x86_64 baseline does not lift that) and the workspace forbids it; plain loops over
+/// a `[u8; 16]` do vectorize, but LLVM then has no movemask and moves the flags to integers
+/// through the stack, a store-forwarding stall on the scan's critical path (fewer instructions
+/// than the `u64` bit tricks this replaced, yet slower).
 const BLOCK: usize = 16;
 
 /// The flags of the block at `i` (`None` near the end of the input, where the caller goes byte
-/// by byte): 0xff for each byte that is `"`, `\\`, a control character or, unless
-/// `ascii_only`, non-ASCII.
+/// by byte).
 #[inline(always)]
 fn specials(buf: &[u8], i: usize, ascii_only: bool) -> Option<Flags> {
     let b: &[u8; BLOCK] = buf.get(i..i + BLOCK)?.try_into().ok()?;
     Some(classify(b, ascii_only))
 }
 
-/// The flags of one block: 0xff per flagged byte.
+/// One bit per byte of a block: set for `"`, `\\`, control characters and, unless the block
+/// was classified `ascii_only`, non-ASCII bytes.
 #[derive(Clone, Copy)]
-struct Flags(u128);
+struct Flags(u32);
 
 impl Flags {
     #[inline(always)]
@@ -736,18 +735,20 @@ impl Flags {
     /// Offset in the block of the first flagged byte (the block has one).
     #[inline(always)]
     fn first(self) -> usize {
-        (self.0.trailing_zeros() / 8) as usize
+        self.0.trailing_zeros() as usize
     }
 }
 
 #[inline(always)]
 fn classify(b: &[u8; BLOCK], ascii_only: bool) -> Flags {
-    let mut f = [0u8; BLOCK];
-    for (f, &c) in f.iter_mut().zip(b) {
-        let control = if ascii_only { c < 0x20 } else { (c as i8) < 0x20 };
-        *f = u8::from((c == b'"') | (c == b'\\') | control).wrapping_neg();
+    let v = i8x16::new(b.map(|c| c as i8));
+    let splat = |c: u8| i8x16::splat(c as i8);
+    // Signed: below 0x20 is a control character or (negative) non-ASCII.
+    let mut m = v.cmp_eq(splat(b'"')) | v.cmp_eq(splat(b'\\')) | v.cmp_lt(splat(0x20));
+    if ascii_only {
+        m &= v.cmp_gt(i8x16::splat(-1));
     }
-    Flags(u128::from_le_bytes(f))
+    Flags(m.move_mask() as u32)
 }
 
 /// The end (one past the closing quote) of the string whose opening quote is at `start`, when
