@@ -758,10 +758,14 @@ fn plain_string_end(buf: &[u8], start: usize) -> Option<usize> {
     let body = buf.get(start + 1..)?;
     let mut at = start + 1;
     for block in body.chunks_exact(BLOCK) {
-        let m = classify(block.try_into().expect("a block"), false);
-        if m.any() {
-            let j = at + m.first();
-            return (buf[j] == b'"').then_some(j + 1);
+        let v = i8x16::new(<[u8; BLOCK]>::try_from(block).expect("a block").map(|c| c as i8));
+        let quotes = v.cmp_eq(i8x16::splat(b'"' as i8));
+        let m = (quotes | v.cmp_eq(i8x16::splat(b'\\' as i8)) | v.cmp_lt(i8x16::splat(0x20))).move_mask();
+        if m != 0 {
+            // Plain when the first special byte is the closing quote (a bit test rather than
+            // a load of that byte: this is on the scan's critical path).
+            let k = m.trailing_zeros() as usize;
+            return (quotes.move_mask() >> k & 1 == 1).then_some(at + k + 1);
         }
         at += BLOCK;
     }
