@@ -638,6 +638,31 @@ pub struct TcpSocket {
     pub timer: u8,
 }
 
+/// The local ports of every IPv4 TCP socket of this machine to `remote_port` in any state,
+/// closing and `TIME_WAIT` included (`/proc/net/tcp`): the connections made to a server on this
+/// machine in about the last minute (Linux keeps `TIME_WAIT` for 60 s) by whichever end closed
+/// them, and those still open.
+pub fn tcp_connections_to(remote_port: u16) -> Vec<u16> {
+    let Ok(text) = std::fs::read_to_string("/proc/net/tcp") else {
+        return Vec::new();
+    };
+    let port = |addr: &str| {
+        addr.split_once(':')
+            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+    };
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // 0A: LISTEN, not a connection.
+            if *f.get(3)? == "0A" || port(f.get(2)?)? != remote_port {
+                return None;
+            }
+            port(f.get(1)?)
+        })
+        .collect()
+}
+
 /// Every established IPv4 TCP socket of this machine (`/proc/net/tcp`); none when it cannot be
 /// read.
 pub fn tcp_sockets() -> Vec<TcpSocket> {

@@ -57,6 +57,10 @@ pub struct Route {
     pub path_rewritten: bool,
     /// True when bodies of this request are rewritten (request and response).
     pub rewrite_bodies: bool,
+    /// True when an error response (a JSON `Status`, 4xx or 5xx) is restored even where bodies
+    /// are not otherwise rewritten: the streaming subresources (exec, port-forward, console...)
+    /// of resources the rules rewrite, whose refusals name the renamed group and resource.
+    pub restore_errors: bool,
     /// How a successful response body is handled.
     pub response: BodyMode,
     /// True for watch requests.
@@ -126,6 +130,7 @@ impl Route {
                 path_rewritten: upstream_path != path_and_query,
                 upstream_path,
                 rewrite_bodies: rule.is_some(),
+                restore_errors: rule.is_some(),
                 response: if rule.is_some() {
                     BodyMode::Object
                 } else {
@@ -150,6 +155,7 @@ impl Route {
                 path_rewritten: upstream_path != path_and_query,
                 upstream_path,
                 rewrite_bodies: false,
+                restore_errors: false,
                 response: BodyMode::Pass,
                 watch: false,
                 resource: "OpenAPI".to_owned(),
@@ -163,29 +169,25 @@ impl Route {
             Err(_) => (path_and_query.to_owned(), false),
         };
         let f = facts(&parsed);
-        let rewrite = match f.prefix {
+        // The resource's bodies are rewritten; a streaming subresource's are not (they are no
+        // JSON objects), but its errors are.
+        let ruled = match f.prefix {
             Prefix::Other => false,
-            Prefix::Core => {
-                f.resource.is_some()
-                    && rules.rewrites_core()
-                    && !f
-                        .sub
-                        .as_deref()
-                        .is_some_and(|s| rules.is_streaming_subresource(s))
-            }
+            Prefix::Core => f.resource.is_some() && rules.rewrites_core(),
             Prefix::Apis => match (&f.group, &f.resource) {
                 (None, _) => true,
                 (Some(g), None) => rules.group(g).is_some(),
                 (Some(g), Some(r)) => {
                     let crd = g == "apiextensions.k8s.io" && r == "customresourcedefinitions";
-                    let sub_stream = f
-                        .sub
-                        .as_deref()
-                        .is_some_and(|s| rules.is_streaming_subresource(s));
-                    !sub_stream && (crd || rules.resource(g, r).is_some() || rules.rewrites_resource(r))
+                    crd || rules.resource(g, r).is_some() || rules.rewrites_resource(r)
                 }
             },
         };
+        let sub_stream = f
+            .sub
+            .as_deref()
+            .is_some_and(|s| rules.is_streaming_subresource(s));
+        let rewrite = ruled && !sub_stream;
         let response = if !rewrite {
             BodyMode::Pass
         } else if watch {
@@ -219,6 +221,7 @@ impl Route {
             upstream_path: upstream,
             path_rewritten: changed,
             rewrite_bodies: rewrite,
+            restore_errors: ruled,
             response,
             watch,
             resource: f.label,
@@ -333,7 +336,8 @@ impl Route {
 
     /// True when a response with this status and `Content-Type` is rewritten.
     pub(crate) fn rewrites_response(&self, status: u16, content_type: Option<&str>) -> bool {
-        self.rewrite_bodies && status != 101 && status != 204 && status != 304 && is_json(content_type)
+        let restored = self.rewrite_bodies || (self.restore_errors && status >= 400);
+        restored && status != 101 && status != 204 && status != 304 && is_json(content_type)
     }
 
     /// How a response with `status` is handled (errors are single Status documents).
@@ -520,6 +524,50 @@ mod tests {
     const G: &str = "internal.virtualization.deckhouse.io";
     const VMS: &str = "internalvirtualizationvirtualmachines";
 
+    /// exec, port-forward...: the stream passes untouched, a refusal gets its names back; no
+    /// error of a resource the rules do not touch is read.
+    #[test]
+    fn streams_of_ruled_resources_restore_their_errors() {
+        let rules = Rules::builtin_kubevirt();
+        let json = Some("application/json");
+        for path in [
+            "/apis/kubevirt.io/v1/namespaces/ns/virtualmachineinstances/vm/portforward",
+            "/api/v1/namespaces/ns/pods/p/exec?command=sh",
+            "/api/v1/namespaces/ns/pods/p/log",
+        ] {
+            let r = Route::new(&rules, ProxyMode::Api, "GET", path);
+            assert!(!r.rewrite_bodies && r.restore_errors, "{path}");
+            assert_eq!(r.response_mode(200, json), BodyMode::Pass, "{path}");
+            assert_eq!(r.response_mode(403, json), BodyMode::Object, "{path}");
+        }
+        let r = Route::new(
+            &rules,
+            ProxyMode::Api,
+            "GET",
+            "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l",
+        );
+        assert!(!r.restore_errors);
+        assert_eq!(r.response_mode(404, json), BodyMode::Pass);
+        let st = format!(
+            r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"{VMS}.{G} \"vm\" not found","reason":"NotFound","details":{{"name":"vm","group":"{G}","kind":"{VMS}"}},"code":404}}"#
+        );
+        let r = Route::new(
+            &rules,
+            ProxyMode::Api,
+            "GET",
+            "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines/vm/portforward",
+        );
+        let out = match r.response_body(&rules, st.as_bytes()).expect("rewrites") {
+            ResponseBody::Body(b) => String::from_utf8(b.into_owned()).expect("utf-8"),
+            ResponseBody::NotFound(_) => panic!("not hidden"),
+        };
+        assert!(!out.contains(G) && !out.contains(VMS), "{out}");
+        assert!(
+            out.contains(r#"virtualmachines.kubevirt.io \"vm\" not found"#),
+            "{out}"
+        );
+    }
+
     #[test]
     fn only_a_get_is_a_watch() {
         let rules = Rules::builtin_kubevirt();
@@ -618,6 +666,16 @@ mod tests {
             let r = Route::new(&rules, ProxyMode::Api, method, &format!("{ours}/{tail}"));
             assert_eq!(r.upstream_path, format!("{theirs}/{tail}"));
             assert_eq!(r.rewrite_bodies, rewrite, "{tail}");
+            // A stream's refusal (virt-api's Status) is restored all the same.
+            assert!(r.restore_errors, "{tail}");
+            let json = Some("application/json");
+            assert_eq!(r.response_mode(404, json), BodyMode::Object, "{tail}");
+            assert_eq!(r.response_mode(400, json), BodyMode::Object, "{tail}");
+            assert_eq!(r.response_mode(404, Some("text/plain")), BodyMode::Pass, "{tail}");
+            if !rewrite {
+                assert_eq!(r.response_mode(101, None), BodyMode::Pass, "{tail}");
+                assert_eq!(r.response_mode(200, json), BodyMode::Pass, "{tail}");
+            }
         }
         // Without the extension, console is not a stream: its bodies would be rewritten.
         let plain = Rules::parse(&[crate::rules::Source {

@@ -172,9 +172,6 @@ impl Exchange {
 
     /// Whether a response with this status and content type is rewritten or passed through.
     pub fn decision(&self, status: u16, content_type: Option<&str>) -> Decision {
-        if !self.route.rewrite_bodies {
-            return Decision::Pass;
-        }
         response::decision(&self.route, status, content_type)
     }
 

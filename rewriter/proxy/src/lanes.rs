@@ -9,10 +9,19 @@
 //! request is in flight until its response body ends or is dropped). When every lane is full a
 //! new one opens; empty lanes close when the others have room to spare.
 //!
+//! A lane's connection opens once: hyper-util's client cannot know a TLS connection will speak
+//! HTTP/2 before ALPN says so, so requests arriving together on a lane without a connection
+//! would each open one (a burst of N requests, N TLS handshakes, all but one dropped). The
+//! first request on such a lane opens it alone ([`Slot::opening`]); the others wait until its
+//! connection is in the pool (or failed), then share it. A lane knows its open connections by
+//! its connector ([`LaneConnector`]), so a lane whose connection closed (idle, GOAWAY) opens
+//! the next one the same way.
+//!
 //! Hand-written: hyper-util's pool has no per-connection stream budget, and hyper does not
 //! expose the peer's stream limit, so the budget is fixed below any server's (RFC 9113
 //! recommends servers allow at least 100).
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +30,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::{Connected, Connection};
 use kube_api_rewriter_layer::BoxError;
 
 /// Requests in flight on one upstream connection at most (RFC 9113's recommended minimum for
@@ -29,7 +39,7 @@ pub const STREAMS_PER_CONNECTION: usize = 100;
 
 /// The lanes of one kind of client.
 pub(crate) struct Lanes<C> {
-    make: Box<dyn Fn() -> C + Send + Sync>,
+    make: Box<dyn Fn(Live) -> C + Send + Sync>,
     per: usize,
     lanes: Mutex<Vec<Arc<Lane<C>>>>,
 }
@@ -46,7 +56,26 @@ impl<C> std::fmt::Debug for Lanes<C> {
 pub(crate) struct Lane<C> {
     pub(crate) client: C,
     streams: AtomicUsize,
+    /// Connections open on this lane (counted by its connector).
+    live: Live,
+    /// Held by the request that opens the lane's connection.
+    opening: Arc<tokio::sync::Mutex<()>>,
 }
+
+/// The open connections of one lane: [`LaneConnector`] counts them up, [`LaneIo`] down when
+/// dropped.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Live(Arc<AtomicUsize>);
+
+impl Live {
+    fn get(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// The request that opens a lane's connection; the lane's other requests wait until it is
+/// dropped (once the connection is in the pool, or failed).
+pub(crate) struct Opening(#[allow(dead_code)] tokio::sync::OwnedMutexGuard<()>);
 
 /// One request in flight on a lane; the slot frees when dropped.
 pub struct Slot<C>(Arc<Lane<C>>);
@@ -61,11 +90,25 @@ impl<C> Slot<C> {
     pub(crate) fn client(&self) -> &C {
         &self.0.client
     }
+
+    /// `None` when the lane has a connection (the request goes ahead and shares it); else
+    /// waits while another request opens one, and is `Some` when this request must open it
+    /// (the first, or the next after a failed try).
+    pub(crate) async fn opening(&self) -> Option<Opening> {
+        // A connection counts as open once its TLS handshake is done, before its HTTP/2
+        // handshake puts it in the pool: while its opener holds the lock, wait all the same.
+        if self.0.live.get() > 0 && Arc::clone(&self.0.opening).try_lock_owned().is_ok() {
+            return None;
+        }
+        let guard = Arc::clone(&self.0.opening).lock_owned().await;
+        (self.0.live.get() == 0).then_some(Opening(guard))
+    }
 }
 
 impl<C> Lanes<C> {
     /// Lanes of clients made by `make`, `per` requests in flight each.
-    pub(crate) fn new(per: usize, make: impl Fn() -> C + Send + Sync + 'static) -> Self {
+    /// `make` gets the lane's connection count, for its [`LaneConnector`].
+    pub(crate) fn new(per: usize, make: impl Fn(Live) -> C + Send + Sync + 'static) -> Self {
         Self {
             make: Box::new(make),
             per: per.max(1),
@@ -103,9 +146,12 @@ impl<C> Lanes<C> {
                 return Slot(Arc::clone(l));
             }
         }
+        let live = Live::default();
         let lane = Arc::new(Lane {
-            client: (self.make)(),
+            client: (self.make)(live.clone()),
             streams: AtomicUsize::new(1),
+            live,
+            opening: Arc::new(tokio::sync::Mutex::new(())),
         });
         lanes.push(Arc::clone(&lane));
         if lanes.len() > 1 {
@@ -126,6 +172,102 @@ impl<C> Lanes<C> {
     /// Lanes open.
     pub(crate) fn len(&self) -> usize {
         self.lanes.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+/// A connector that counts the connections it opened and are still open in a [`Live`].
+#[derive(Debug, Clone)]
+pub(crate) struct LaneConnector<S> {
+    inner: S,
+    live: Live,
+}
+
+impl<S> LaneConnector<S> {
+    pub(crate) fn new(inner: S, live: Live) -> Self {
+        Self { inner, live }
+    }
+}
+
+impl<S> tower::Service<http::Uri> for LaneConnector<S>
+where
+    S: tower::Service<http::Uri>,
+    S::Future: Send + 'static,
+{
+    type Response = LaneIo<S::Response>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: http::Uri) -> Self::Future {
+        let connecting = self.inner.call(dst);
+        let live = self.live.clone();
+        Box::pin(async move {
+            let io = connecting.await?;
+            live.0.fetch_add(1, Ordering::AcqRel);
+            Ok(LaneIo { io, live })
+        })
+    }
+}
+
+/// One connection of a lane; counted open until dropped.
+#[derive(Debug)]
+pub(crate) struct LaneIo<T> {
+    io: T,
+    live: Live,
+}
+
+impl<T> Drop for LaneIo<T> {
+    fn drop(&mut self) {
+        self.live.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl<T: Connection> Connection for LaneIo<T> {
+    fn connected(&self) -> Connected {
+        self.io.connected()
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for LaneIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for LaneIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 }
 
@@ -217,7 +359,7 @@ mod tests {
     fn a_full_lane_opens_another_and_empty_ones_close() {
         let made = Arc::new(AtomicUsize::new(0));
         let m = Arc::clone(&made);
-        let lanes = Lanes::new(2, move || m.fetch_add(1, Ordering::SeqCst));
+        let lanes = Lanes::new(2, move |_| m.fetch_add(1, Ordering::SeqCst));
         let a = lanes.take();
         let b = lanes.take();
         assert_eq!((*a.client(), *b.client()), (0, 0), "the first lane takes two");
@@ -233,5 +375,52 @@ mod tests {
         assert_eq!(lanes.len(), 1, "an empty lane closes when the others have room");
         assert_eq!(made.load(Ordering::SeqCst), 2);
         drop(e);
+    }
+
+    /// The first request on a lane without a connection opens it; the others wait, and go
+    /// ahead without opening one once it is open. A failed try hands the opening on.
+    #[tokio::test]
+    async fn one_request_opens_a_lanes_connection() {
+        let live = Arc::new(Mutex::new(None::<Live>));
+        let l = Arc::clone(&live);
+        let lanes = Lanes::new(10, move |c: Live| *l.lock().expect("lock") = Some(c));
+        let first = lanes.take();
+        let second = lanes.take();
+        let opening = first
+            .opening()
+            .await
+            .expect("the first request opens the connection");
+        let mut waiting = Box::pin(second.opening());
+        assert!(
+            futures_poll(&mut waiting).is_none(),
+            "the second waits while the first opens"
+        );
+        // The first try fails: the second opens.
+        drop(opening);
+        let again = futures_poll(&mut waiting).expect("ready");
+        assert!(again.is_some(), "after a failed try the next request opens");
+        drop(again);
+        drop(waiting);
+        // A connection opens (counted, not in the pool yet): the others still wait for its
+        // opener, then go ahead without opening one.
+        let opening = first.opening().await.expect("opens");
+        let c = live.lock().expect("lock").clone().expect("made");
+        c.0.fetch_add(1, Ordering::AcqRel);
+        let mut waiting = Box::pin(second.opening());
+        assert!(futures_poll(&mut waiting).is_none(), "waits for the opener");
+        drop(opening);
+        assert!(futures_poll(&mut waiting).expect("ready").is_none());
+        drop(waiting);
+        assert!(first.opening().await.is_none());
+        assert!(lanes.take().opening().await.is_none());
+    }
+
+    /// Polls a future once.
+    fn futures_poll<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
+        let waker = std::task::Waker::noop();
+        match Pin::new(f).poll(&mut Context::from_waker(waker)) {
+            Poll::Ready(v) => Some(v),
+            Poll::Pending => None,
+        }
     }
 }

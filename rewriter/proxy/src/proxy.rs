@@ -3,7 +3,8 @@
 //! Per request: route it with the core ([`Route`]), rename (API) or restore (webhook) the path
 //! and body, forward it with the right headers and credentials, and hand the response to the
 //! response rewriter. Upgrades (exec, attach, port-forward, proxy; WebSocket and SPDY) are
-//! forwarded over their own HTTP/1.1 connection and spliced both ways as raw bytes. Every error
+//! forwarded over their own HTTP/1.1 connection and spliced both ways as raw bytes; a refused
+//! upgrade is an ordinary response, restored like the others. Every error
 //! the proxy itself answers is a Kubernetes `Status`.
 
 use std::sync::Arc;
@@ -208,7 +209,7 @@ impl Proxy {
     }
 
     /// Forwards an upgrade request and, on `101 Switching Protocols`, splices the two
-    /// connections.
+    /// connections; any other answer goes back through the response path.
     async fn upgrade<B>(
         &self,
         exchange: &Exchange,
@@ -251,10 +252,9 @@ impl Proxy {
             Err(_) => return fail(Error::UpgradeTimeout),
         };
         if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-            // A refusal (401, 403, 404, 400...): an ordinary response, passed through.
-            let (mut p, b) = resp.into_parts();
-            strip_hop_by_hop(&mut p.headers);
-            return Response::from_parts(p, body::boxed(b));
+            // A refusal (401, 403, 404, 400...): an ordinary response, restored like any other
+            // (its `Status` names the renamed group and resource).
+            return exchange.clone().response(resp).await;
         }
         let on_upstream = hyper::upgrade::on(&mut resp);
         let name = self.name;

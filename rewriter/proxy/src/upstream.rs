@@ -3,7 +3,8 @@
 //!
 //! Ordinary requests share pooled clients that speak HTTP/2 when the server offers it (ALPN),
 //! at most [`STREAMS_PER_CONNECTION`] requests in flight per connection (`lanes.rs`): at
-//! that budget another connection opens, so 1,000 watches never queue behind each other.
+//! that budget another connection opens, so 1,000 watches never queue behind each other, and a
+//! burst of requests on a new one makes one TLS handshake, not one each.
 //! Upgrade requests (exec, attach, port-forward, proxy) take a client that offers only
 //! HTTP/1.1, since an HTTP/2 stream cannot carry an `Upgrade`.
 
@@ -18,13 +19,14 @@ use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::capture_connection;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use secrecy::ExposeSecret;
 
 use crate::config::UpstreamSource;
-use crate::lanes::Lanes;
+use crate::lanes::{LaneConnector, Lanes};
 pub use crate::lanes::{STREAMS_PER_CONNECTION, Stalled, UpstreamBody};
 use crate::tls::{self, NoVerify};
 use kube_api_rewriter_layer::Body;
@@ -129,6 +131,9 @@ fn bearer(token: &str) -> Option<HeaderValue> {
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
 
+/// The client of one lane: its connector counts the lane's connections.
+type LaneClient = Client<LaneConnector<HttpsConnector<HttpConnector>>, Body>;
+
 /// HTTP/2 flow-control window per upstream stream: what one stream whose client stopped reading
 /// can hold in the proxy.
 const STREAM_WINDOW: u32 = 1 << 20;
@@ -153,7 +158,7 @@ pub struct Upstream {
     scheme: http::uri::Scheme,
     authority: http::uri::Authority,
     prefix: String,
-    clients: Lanes<HttpsClient>,
+    clients: Lanes<LaneClient>,
     upgrade_client: HttpsClient,
     auth: Auth,
     /// The kubeconfig's impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`) as headers.
@@ -295,7 +300,7 @@ impl Upstream {
             }
         };
         let h2 = connector(true);
-        let clients = Lanes::new(STREAMS_PER_CONNECTION, move || {
+        let clients = Lanes::new(STREAMS_PER_CONNECTION, move |live| {
             Client::builder(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .pool_timer(TokioTimer::new())
@@ -306,7 +311,7 @@ impl Upstream {
                 // connection window covers every stream's, so it never stalls the others.
                 .http2_initial_stream_window_size(STREAM_WINDOW)
                 .http2_initial_connection_window_size(STREAM_WINDOW * STREAMS_PER_CONNECTION as u32)
-                .build(h2.clone())
+                .build(LaneConnector::new(h2.clone(), live))
         });
         let upgrade_client = Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
@@ -386,9 +391,31 @@ impl Upstream {
         let mut body = Some(body);
         loop {
             let slot = self.clients.take();
+            let opening = slot.opening().await;
             let b = body.take().unwrap_or_else(kube_api_rewriter_layer::body::empty);
-            let req = Request::from_parts(clone_parts(&parts), b);
-            match slot.client().request(req).await {
+            let mut req = Request::from_parts(clone_parts(&parts), b);
+            let sent = match opening {
+                None => slot.client().request(req).await,
+                Some(opening) => {
+                    // This request opens the lane's connection: the lane's other requests wait
+                    // until it is in the pool (or failed), then share it.
+                    let mut connected = capture_connection(&mut req);
+                    let mut sending = std::pin::pin!(slot.client().request(req));
+                    let done = tokio::select! {
+                        r = &mut sending => Some(r),
+                        m = connected.wait_for_connection_metadata() => {
+                            drop(m);
+                            None
+                        }
+                    };
+                    drop(opening);
+                    match done {
+                        Some(r) => r,
+                        None => sending.await,
+                    }
+                }
+            };
+            match sent {
                 Ok(resp) => return Ok(resp.map(|b| UpstreamBody::new(b, Box::new(slot), stall))),
                 Err(e) if again && tries < SEND_RETRIES => {
                     tries += 1;

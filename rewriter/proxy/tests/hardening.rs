@@ -1,6 +1,6 @@
 //! The proxy under hostile clients (issue 13), against the real kube-apiserver: request body
 //! limits on every route, the kubeconfig's impersonation fixing the identity, upgrades only for
-//! streaming subresources. Every case runs with `LOG_LEVEL=trace`, and the logs are checked for
+//! streaming subresources, refused upgrades restored. Every case runs with `LOG_LEVEL=trace`, and the logs are checked for
 //! the test tokens at the end.
 
 use std::path::Path;
@@ -226,6 +226,47 @@ fn hostile_clients_against_kube_apiserver() {
         keep(&p);
     };
 
+    // kube-apiserver refusing an upgrade of a renamed resource (no such subresource, no
+    // permission): the refusal's Status comes back in KubeVirt's names, as for any request.
+    let refused_upgrade_restored = || {
+        let p = start(&cp, &admin, &[]);
+        p.apply_vm_crd();
+        p.wait_until(std::time::Duration::from_secs(20), |p| {
+            p.kubectl(&["get", "vm"]).status.success()
+        });
+        let url = p.url("/apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm1/portforward");
+        let user1 = format!("Authorization: Bearer {}", cp.get("USER1_TOKEN"));
+        for (who, code) in [(None, "404"), (Some(user1.as_str()), "403")] {
+            let mut args = vec![
+                "-H",
+                "Connection: Upgrade",
+                "-H",
+                "Upgrade: websocket",
+                "-H",
+                "Sec-WebSocket-Version: 13",
+                "-H",
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            ];
+            if let Some(a) = who {
+                args.extend_from_slice(&["-H", a]);
+            }
+            args.push(&url);
+            let (h, b) = curl_full(&dir, &args);
+            assert!(h.starts_with(&format!("http/1.1 {code}")), "{h}\n{b}");
+            let v: serde_json::Value = serde_json::from_str(&b).expect("a JSON Status");
+            assert_eq!(v["kind"], "Status", "{b}");
+            assert_eq!(v["details"]["group"], "kubevirt.io", "not restored: {b}");
+            assert_eq!(v["details"]["kind"], "virtualmachines", "not restored: {b}");
+            let msg = v["message"].as_str().expect("message");
+            assert!(msg.contains("virtualmachines.kubevirt.io"), "not restored: {b}");
+            assert!(
+                !b.contains("internal.virtualization") && !b.contains("internalvirtualization"),
+                "not restored: {b}"
+            );
+        }
+        keep(&p);
+    };
+
     // Invented resources and methods do not grow /metrics without bound.
     let bounded_labels = || {
         let p = start(&cp, &admin, &[("LOG_LEVEL", "info")]);
@@ -303,6 +344,7 @@ fn hostile_clients_against_kube_apiserver() {
             &impersonation_passed_or_dropped,
         ),
         ("upgrade_only_for_streams", &upgrade_only_for_streams),
+        ("refused_upgrade_restored", &refused_upgrade_restored),
     ]);
 
     let logs = logs.into_inner().expect("logs");

@@ -313,7 +313,7 @@ fn tls_double(dir: &Path, handler: Handler) -> (SocketAddr, Arc<Mutex<Vec<Seen>>
 
 fn h2_handler(s: &Seen) -> (StatusCode, String) {
     if s.path.contains("/exec") {
-        // An upgrade the double refuses: the proxy passes the refusal through.
+        // An upgrade the double refuses: an ordinary response for the client.
         return (
             StatusCode::BAD_REQUEST,
             r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":400}"#.into(),
