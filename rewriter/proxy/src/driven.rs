@@ -218,6 +218,101 @@ mod tests {
         }
     }
 
+    fn connector() -> HttpsConnector<HttpConnector> {
+        crate::tls::install_default_provider();
+        let tls = rustls::ClientConfig::builder()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http)
+    }
+
+    /// An upstream double that answers one request with `events` chunks, all in one write
+    /// (as kube-apiserver does in a burst), then ends the body when `end`.
+    async fn burst_upstream(events: usize, end: bool) -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.expect("accept");
+            let mut head = Vec::new();
+            let mut b = [0u8; 1024];
+            while !head.ends_with(b"\r\n\r\n") {
+                let n = s.read(&mut b).await.expect("read");
+                assert!(n > 0, "request head cut");
+                head.extend_from_slice(&b[..n]);
+            }
+            assert!(
+                head.starts_with(b"GET /w?watch=1 HTTP/1.1\r\n"),
+                "{}",
+                String::from_utf8_lossy(&head)
+            );
+            let mut out = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            for i in 0..events {
+                let ev = format!("{{\"type\":\"ADDED\",\"n\":{i}}}\n");
+                out.extend_from_slice(format!("{:x}\r\n{ev}\r\n", ev.len()).as_bytes());
+            }
+            if end {
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
+            s.write_all(&out).await.expect("write");
+            // Hold the connection until the proxy side closes it.
+            let _ = s.read(&mut b).await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_burst_arrives_whole_through_a_driven_connection() {
+        let addr = burst_upstream(500, true).await;
+        let req = Request::get(format!("http://{addr}/w?watch=1"))
+            .body(kube_api_rewriter_layer::body::empty())
+            .expect("request");
+        let resp = send(&connector(), req).await.expect("response");
+        assert_eq!(resp.status(), 200);
+        let body = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            http_body_util::BodyExt::collect(resp.into_body()).await
+        })
+        .await
+        .expect("the body ends")
+        .expect("no error")
+        .to_bytes();
+        let lines: Vec<&[u8]> = body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 500);
+        assert_eq!(lines[499], br#"{"type":"ADDED","n":499}"#);
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_mid_watch_is_an_error_not_an_end() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.expect("accept");
+            let mut b = [0u8; 1024];
+            let _ = s.read(&mut b).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{}\n\r\n")
+                .await;
+            // Dropped: the connection closes in the middle of the chunked body.
+        });
+        let req = Request::get(format!("http://{addr}/w?watch=1"))
+            .body(kube_api_rewriter_layer::body::empty())
+            .expect("request");
+        let resp = send(&connector(), req).await.expect("response");
+        let r = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            http_body_util::BodyExt::collect(resp.into_body()).await
+        })
+        .await
+        .expect("the body ends");
+        assert!(r.is_err(), "a cut chunked body must fail");
+    }
+
     #[test]
     fn wake_ups_during_a_poll_are_absorbed_and_reported() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
