@@ -5,7 +5,10 @@
 #      events/s, added latency per small GET, the proxy's peak RSS for a 200 MB LIST;
 #   3. against a kube-apiserver-like double (one chunk per event, many per write): a 20,000-event
 #      watch and a 10,000-VM LIST, proxied vs direct, with the proxy's write syscalls per 1,000
-#      events and CPU seconds per GB; the delay a lone watch event sees.
+#      events (an extra untimed run under `perf stat`, if perf and the syscall tracepoints are
+#      available, splits them into socket writes and eventfd wake-ups and counts the double's
+#      socket writes as the direct baseline) and CPU seconds per GB; the delay a lone watch
+#      event sees.
 #
 # Usage: scripts/bench-proxy.sh [bench_proxy options]
 #   --vms N (10000)  --events N (20000)  --list-mb N (200)  --double-events N (100000)

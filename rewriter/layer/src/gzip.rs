@@ -36,6 +36,25 @@ impl Gunzip {
         Ok(())
     }
 
+    /// Pushes `data`, but leaves `out` as it is and returns false when what it decodes to would
+    /// take `out` past `limit`: a gzip bomb never makes `out` grow (and reallocate, which may
+    /// copy) beyond the limit.
+    pub(crate) fn push_within(
+        &mut self,
+        data: &[u8],
+        out: &mut Vec<u8>,
+        limit: usize,
+    ) -> std::io::Result<bool> {
+        self.dec.write_all(data)?;
+        let got = self.dec.get_mut();
+        if out.len() + got.len() > limit {
+            got.clear();
+            return Ok(false);
+        }
+        out.append(got);
+        Ok(true)
+    }
+
     /// Pushes `data` a slice at a time, failing once `out` is over `limit`.
     pub(crate) fn push_sliced(
         &mut self,

@@ -193,12 +193,15 @@ fn object(
         let limit = ctx.limits.max_response;
         let mut inflated = Ok(());
         for piece in raw.chunks(GZ_SLICE) {
-            inflated = g.push(piece, &mut out);
-            if inflated.is_err() {
-                break;
-            }
-            if out.len() > limit {
-                return upstream_read_error(ReadError::TooLarge(Error::ResponseTooLarge { limit }));
+            match g.push_within(piece, &mut out, limit) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return upstream_read_error(ReadError::TooLarge(Error::ResponseTooLarge { limit }));
+                }
+                Err(e) => {
+                    inflated = Err(e);
+                    break;
+                }
             }
         }
         if inflated.and_then(|()| g.finish(&mut out)).is_err() {

@@ -29,8 +29,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::{Connected, Connection};
+use http_body_util::BodyExt as _;
+use http_body_util::combinators::UnsyncBoxBody;
 use kube_api_rewriter_layer::BoxError;
 
 /// Requests in flight on one upstream connection at most (RFC 9113's recommended minimum for
@@ -276,7 +277,8 @@ impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for LaneIo<T> {
 /// waits for it. The timer runs only while the proxy waits on upstream, never while a slow
 /// client keeps the proxy from reading.
 pub struct UpstreamBody {
-    inner: Incoming,
+    /// hyper's body, or a watch's that drives its own connection (`driven.rs`).
+    inner: UnsyncBoxBody<Bytes, hyper::Error>,
     slot: Option<Box<dyn Send + Sync>>,
     stall: Option<Duration>,
     waiting: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -296,9 +298,12 @@ impl std::fmt::Debug for UpstreamBody {
 pub struct Stalled(pub Duration);
 
 impl UpstreamBody {
-    pub(crate) fn new(inner: Incoming, slot: Box<dyn Send + Sync>, stall: Option<Duration>) -> Self {
+    pub(crate) fn new<B>(inner: B, slot: Box<dyn Send + Sync>, stall: Option<Duration>) -> Self
+    where
+        B: http_body::Body<Data = Bytes, Error = hyper::Error> + Send + 'static,
+    {
         Self {
-            inner,
+            inner: inner.boxed_unsync(),
             slot: Some(slot),
             stall,
             waiting: None,

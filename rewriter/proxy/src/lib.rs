@@ -18,6 +18,7 @@
 pub mod app;
 pub mod config;
 pub mod conns;
+mod driven;
 pub mod health;
 pub mod idle;
 pub mod labels;

@@ -179,7 +179,7 @@ impl Proxy {
         // A non-watch body that stalls for the same time fails (the client sees an error, the
         // upstream stream is released).
         let sent = if exchange.route().watch {
-            Ok(self.upstream.send(up, None).await)
+            Ok(self.upstream.send_watch(up).await)
         } else {
             let stall = Some(self.upstream_timeout);
             tokio::time::timeout(self.upstream_timeout, self.upstream.send(up, stall)).await

@@ -9,6 +9,7 @@
 //! HTTP/1.1, since an HTTP/2 stream cannot carry an `Upgrade`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -160,6 +161,11 @@ pub struct Upstream {
     prefix: String,
     clients: Lanes<LaneClient>,
     upgrade_client: HttpsClient,
+    /// Connections that offer only HTTP/1.1 (upgrades, watches on their own connection).
+    h1_connector: HttpsConnector<HttpConnector>,
+    /// Upstream answers in HTTP/1.1 (plain HTTP, or a pooled response came back so): watches
+    /// then take a connection of their own (`driven.rs`).
+    speaks_h1: AtomicBool,
     auth: Auth,
     /// The kubeconfig's impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`) as headers.
     impersonate: Vec<(http::HeaderName, HeaderValue)>,
@@ -313,11 +319,14 @@ impl Upstream {
                 .http2_initial_connection_window_size(STREAM_WINDOW * STREAMS_PER_CONNECTION as u32)
                 .build(LaneConnector::new(h2.clone(), live))
         });
+        let h1_connector = connector(false);
         let upgrade_client = Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
             .pool_max_idle_per_host(0)
-            .build(connector(false));
+            .build(h1_connector.clone());
         Ok(Upstream {
+            speaks_h1: AtomicBool::new(scheme == http::uri::Scheme::HTTP),
+            h1_connector,
             scheme,
             authority,
             prefix,
@@ -416,12 +425,42 @@ impl Upstream {
                 }
             };
             match sent {
-                Ok(resp) => return Ok(resp.map(|b| UpstreamBody::new(b, Box::new(slot), stall))),
+                Ok(resp) => {
+                    if resp.version() <= http::Version::HTTP_11 {
+                        self.speaks_h1.store(true, Ordering::Relaxed);
+                    }
+                    return Ok(resp.map(|b| UpstreamBody::new(b, Box::new(slot), stall)));
+                }
                 Err(e) if again && tries < SEND_RETRIES => {
                     tries += 1;
                     tracing::info!(error = %e, tries, "upstream connection failed before the response head; sending the GET again");
                 }
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sends a watch: like [`Upstream::send`] without a stall timeout, but when upstream
+    /// speaks HTTP/1.1 over a connection of its own that the response body drives, so a burst
+    /// of events is read without a task hand-off per event (`driven.rs`). Upstream over
+    /// HTTP/2 keeps the pooled, multiplexed connections (an HTTP/2 body buffers the frames that
+    /// have arrived). When that connection fails before the response head, the watch goes the
+    /// pooled way.
+    pub async fn send_watch(
+        &self,
+        req: Request<Body>,
+    ) -> Result<Response<UpstreamBody>, hyper_util::client::legacy::Error> {
+        use http_body::Body as _;
+        if !self.speaks_h1.load(Ordering::Relaxed) || !req.body().is_end_stream() {
+            return self.send(req, None).await;
+        }
+        let (parts, body) = req.into_parts();
+        let again = Request::from_parts(clone_parts(&parts), kube_api_rewriter_layer::body::empty());
+        match crate::driven::send(&self.h1_connector, Request::from_parts(parts, body)).await {
+            Ok(resp) => Ok(resp.map(|b| UpstreamBody::new(b, Box::new(()), None))),
+            Err(e) => {
+                tracing::info!(error = %e, "watch connection failed before the response head; sending it over the pool");
+                self.send(again, None).await
             }
         }
     }
