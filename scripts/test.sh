@@ -51,6 +51,12 @@ for lib in kube-api-rewriter kube-api-rewriter-layer; do
   fi
 done
 
+step "the TLS crate carries only TLS: no Kubernetes, HTTP or CLI stack"
+if cargo tree -p kube-api-rewriter-tls -e normal,build --prefix none | grep -E '^(k8s-openapi|kube|kube-client|hyper|hyper-util|tower|clap|prometheus-client|tracing-subscriber|kube-api-rewriter|kube-api-rewriter-layer) '; then
+  echo "kube-api-rewriter-tls must not depend on the crates above" >&2
+  exit 1
+fi
+
 step "cargo doc (warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc -j"$jobs" --workspace --no-deps
 

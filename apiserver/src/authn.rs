@@ -2,7 +2,7 @@
 //!
 //! kube-apiserver's aggregator presents its proxy client certificate and names the user in
 //! `X-Remote-User`, `X-Remote-Group` and `X-Remote-Extra-*`. The certificate's chain is checked
-//! by rustls against the requestheader CA during the handshake ([`crate::tls::server_config`]);
+//! by rustls against the requestheader CA during the handshake ([`kube_api_rewriter_tls::server_config_with_client_ca`]);
 //! here its common name is checked against the allowed names, the identity is read, and the
 //! identity headers are removed from the request whether they were trusted or not.
 
@@ -48,7 +48,8 @@ impl RequestHeaderConfig {
                 "no requestheader-client-ca-file: front-proxy authentication is not configured".into(),
             )
         })?;
-        let client_ca = crate::tls::certs_from_pem(ca, "requestheader-client-ca-file")?;
+        let client_ca = crate::tls::certs_from_pem(ca.as_bytes(), "requestheader-client-ca-file")
+            .map_err(|e| Error::AuthConfig(e.to_string()))?;
         let list = |key: &str| -> Result<Vec<String>> {
             match data.get(key) {
                 None => Ok(Vec::new()),

@@ -38,13 +38,8 @@ pub enum Error {
     #[error("{0}")]
     Internal(String),
     /// A certificate, key or CA bundle cannot be used (start-up).
-    #[error("{path}: {message}")]
-    Tls {
-        /// The file.
-        path: String,
-        /// Why.
-        message: String,
-    },
+    #[error(transparent)]
+    Tls(#[from] kube_api_rewriter_tls::Error),
     /// The front-proxy configuration in `kube-system/extension-apiserver-authentication` is unusable.
     #[error("extension-apiserver-authentication: {0}")]
     AuthConfig(String),

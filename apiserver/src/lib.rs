@@ -16,9 +16,10 @@ pub mod openapi;
 pub mod server;
 pub mod status;
 pub mod subresources;
-pub mod tls;
 pub mod virtapi;
 pub mod vmcache;
+
+use kube_api_rewriter_tls as tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -32,12 +33,22 @@ pub use error::{Error, Result};
 /// How often certificate files are re-read even without a change event.
 const CERT_POLL: Duration = Duration::from_secs(60);
 
+/// Certificates follow their files for the life of the process: directory events, and a read
+/// every [`CERT_POLL`].
+fn follow(name: &'static str) -> tls::Follow {
+    tls::Follow {
+        name,
+        poll: CERT_POLL,
+        watch_dirs: true,
+    }
+}
+
 /// Runs the server until `shutdown` completes.
 pub async fn run(flags: flags::Flags, shutdown: impl Future<Output = ()>) -> Result<()> {
     tls::install_default_provider();
     let hop = flags.validate()?;
     let serving = tls::ReloadingCert::load(&flags.tls_cert_file, &flags.tls_private_key_file)?;
-    serving.spawn_watcher(CERT_POLL)?;
+    serving.follow(follow("serving certificate"), std::future::pending())?;
     let virtapi = match hop {
         flags::Hop::Direct {
             endpoint,
@@ -46,8 +57,8 @@ pub async fn run(flags: flags::Flags, shutdown: impl Future<Output = ()>) -> Res
             key,
         } => {
             let proxy_cert = tls::ReloadingCert::load(&cert, &key)?;
-            proxy_cert.spawn_watcher(CERT_POLL)?;
-            let client_tls = tls::client_config(&ca, proxy_cert)?;
+            proxy_cert.follow(follow("virt-api client certificate"), std::future::pending())?;
+            let client_tls = tls::client_config(&ca, proxy_cert, tls::ALPN_HTTP1)?;
             virtapi::VirtApi::new(endpoint, Some(client_tls), &flags.service_account_user())?
         }
         flags::Hop::Sidecar(endpoint) => {
@@ -67,8 +78,16 @@ pub async fn run(flags: flags::Flags, shutdown: impl Future<Output = ()>) -> Res
         .get("extension-apiserver-authentication")
         .await?;
     let authn = authn::RequestHeaderConfig::from_configmap(&cm.data.unwrap_or_default())?;
-    let roots = tls::root_store(authn.client_ca.clone(), "requestheader-client-ca-file")?;
-    let server_tls = tls::server_config(serving, roots)?;
+    let roots = tls::root_store(authn.client_ca.clone(), "requestheader-client-ca-file")
+        .map_err(|e| Error::AuthConfig(e.to_string()))?;
+    // Client certificates are requested and, when given, must chain to the requestheader CA;
+    // connections without one are accepted and get 401 from the authenticator for everything
+    // but the health paths.
+    let server_tls =
+        tls::server_config_with_client_ca(serving, roots, tls::ALPN_H2_HTTP1).map_err(|e| match e {
+            tls::Error::ClientVerifier(_) => Error::AuthConfig(format!("requestheader-client-ca-file: {e}")),
+            e => Error::Tls(e),
+        })?;
     tracing::info!("waiting for the VirtualMachine cache to sync");
     let vms = vmcache::VmCache::start(client.clone()).await?;
 

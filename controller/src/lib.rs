@@ -10,7 +10,6 @@ pub mod kubevirt;
 pub mod metrics;
 pub mod reconcile;
 pub mod resources;
-pub mod tls;
 pub mod webhook;
 
 /// Everything that can go wrong in the controller.
@@ -27,7 +26,7 @@ pub enum Error {
     Missing(&'static str),
     /// The webhook's certificate or key cannot be used.
     #[error("TLS: {0}")]
-    Tls(String),
+    Tls(#[from] kube_api_rewriter_tls::Error),
 }
 
 /// The controller's result type.
@@ -36,7 +35,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Installs ring as the process's TLS provider (the only one in the build), for a
 /// `KUBECONFIG` that points at an `https` server. Installing twice is harmless.
 pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    kube_api_rewriter_tls::install_default_provider();
 }
 
 /// Where KubeVirt's groups are renamed.

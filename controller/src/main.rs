@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use kube_api_rewriter_tls::{ALPN_HTTP1, Follow, ReloadingCert};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 use virtualization_controller::RewriterMode;
 use virtualization_controller::health::{self, Endpoints};
 use virtualization_controller::reconcile::{self, Context};
-use virtualization_controller::tls::{self, ReloadingCert};
 use virtualization_controller::webhook;
 
 /// A thin virtualization-controller. By default it reaches the cluster through the
@@ -82,9 +82,25 @@ async fn main() -> anyhow::Result<()> {
     let webhook = match (&args.webhook_cert_file, &args.webhook_key_file) {
         (Some(cert), Some(key)) => {
             let addr = health::listen_addr(&args.webhook_bind_address).map_err(anyhow::Error::msg)?;
-            let cert = ReloadingCert::load(cert, key).context("webhook certificate")?;
-            let reloader = cert.spawn_reloader(Duration::from_secs(10));
-            let tls = Arc::new(tls::server_config(cert).context("webhook TLS")?);
+            let cert = ReloadingCert::load(cert, key)
+                .map_err(virtualization_controller::Error::Tls)
+                .context("webhook certificate")?;
+            // A Secret volume's `..data` swap is seen by reading the files again every 10 s.
+            let follow = Follow {
+                name: "webhook certificate",
+                poll: Duration::from_secs(10),
+                watch_dirs: false,
+            };
+            let reloader = cert
+                .follow(follow, std::future::pending())
+                .map_err(virtualization_controller::Error::Tls)
+                .context("webhook certificate")?;
+            // TLS 1.2 and 1.3, HTTP/1.1, no client certificates (kube-apiserver calls webhooks
+            // without one unless configured to).
+            let tls = kube_api_rewriter_tls::server_config(cert, ALPN_HTTP1)
+                .map_err(virtualization_controller::Error::Tls)
+                .context("webhook TLS")?;
+            let tls = Arc::new(tls);
             let listener = TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("listening on {addr}"))?;

@@ -568,8 +568,8 @@ fn client_identity(
     };
     match (cert, key) {
         (Some(c), Some(k)) => {
-            let certs = tls::certs_from_pem(&c)
-                .map_err(|e| UpstreamError::Config(format!("client certificate: {e}")))?;
+            let certs = tls::certs_from_pem(&c, "client certificate")
+                .map_err(|e| UpstreamError::Config(e.to_string()))?;
             // The key's bytes are never logged: only the kind of error.
             let key = PrivateKeyDer::from_pem_slice(&k)
                 .map_err(|_| UpstreamError::Config("client key: not a PEM private key".into()))?;

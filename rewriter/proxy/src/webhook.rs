@@ -13,7 +13,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config::WebhookConfig;
 use crate::shutdown::Watch;
-use crate::tls::{self, ReloadingCert, TlsError};
+use crate::tls::{self, Follow, ReloadingCert, TlsError};
 use crate::upstream::{Upstream, UpstreamError};
 
 /// How often the certificate files are read even without a change event (safety net).
@@ -37,7 +37,12 @@ pub fn acceptor(
         return Ok(None);
     };
     let rc = ReloadingCert::load(cert, key)?;
-    rc.spawn_watcher(CERT_POLL, shutdown)?;
+    let follow = Follow {
+        name: "webhook certificate",
+        poll: CERT_POLL,
+        watch_dirs: true,
+    };
+    rc.follow(follow, shutdown.cancelled())?;
     let sc = tls::server_config(Arc::clone(&rc))?;
     Ok(Some((TlsAcceptor::from(Arc::new(sc)), rc)))
 }
