@@ -96,15 +96,18 @@ impl ControllerProc {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The status code of a GET, `000` when nothing answers (yet): curl then exits non-zero
+    /// but still prints the code, which readiness waits retry on.
     fn get(&self, port: u16, path: &str) -> String {
-        ok(&curl(&[
+        let o = curl(&[
             "-s",
             "-o",
             "/dev/null",
             "-w",
             "%{http_code}",
             &format!("http://127.0.0.1:{port}{path}"),
-        ]))
+        ]);
+        String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
     fn alive(&mut self) -> bool {
