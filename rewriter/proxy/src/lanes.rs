@@ -29,9 +29,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper_util::client::legacy::connect::{Connected, Connection};
 use http_body_util::BodyExt as _;
 use http_body_util::combinators::UnsyncBoxBody;
+use hyper_util::client::legacy::connect::{Connected, Connection};
 use kube_api_rewriter_layer::BoxError;
 
 /// Requests in flight on one upstream connection at most (RFC 9113's recommended minimum for
