@@ -38,6 +38,7 @@ pub mod headers;
 mod layer;
 mod metrics;
 mod openapi;
+mod recycle;
 mod response;
 mod shutdown;
 mod stream;

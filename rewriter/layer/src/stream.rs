@@ -17,6 +17,7 @@ use crate::body::{self, Aborted, Body, Counted};
 use crate::error::Error;
 use crate::gzip::{GZ_SLICE, Gunzip};
 use crate::metrics::ByteCounter;
+use crate::recycle::Recycler;
 use crate::response::Ctx;
 
 /// Chunks that may wait between the rewriting task and the client.
@@ -135,6 +136,8 @@ pub(crate) fn stream(
 struct Out {
     tx: body::Sender,
     enc: Option<GzEncoder<Vec<u8>>>,
+    /// Buffers the client connection has written come back here.
+    spare: Recycler,
 }
 
 impl Out {
@@ -146,16 +149,17 @@ impl Out {
                     return false;
                 }
                 data.clear();
-                std::mem::take(e.get_mut())
+                if e.get_ref().is_empty() {
+                    return true;
+                }
+                self.spare.hand_over(e.get_mut())
             }
             // Hand the bytes over and keep a buffer of the same size, so the next item or event
             // is not written into an empty Vec that grows by reallocating.
-            None => take_keeping_capacity(data),
+            None if data.is_empty() => return true,
+            None => self.spare.hand_over(data),
         };
-        if bytes.is_empty() {
-            return true;
-        }
-        self.tx.send(Ok(Bytes::from(bytes))).await.is_ok()
+        self.tx.send(Ok(bytes)).await.is_ok()
     }
 
     /// Ends the body cleanly.
@@ -209,6 +213,7 @@ async fn pump(
     let mut out = Out {
         tx,
         enc: encode.then(|| GzEncoder::new(Vec::new(), Compression::fast())),
+        spare: Recycler::default(),
     };
     let mut buf = Vec::with_capacity(if watch { 4096 } else { LIST_CHUNK * 2 });
     let mut plain = Vec::new();
@@ -348,25 +353,9 @@ where
     .await
 }
 
-/// Takes the contents of `data`, leaving it empty with the same capacity.
-fn take_keeping_capacity(data: &mut Vec<u8>) -> Vec<u8> {
-    let cap = data.capacity();
-    std::mem::replace(data, Vec::with_capacity(cap))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sending_keeps_the_buffer_capacity() {
-        let mut buf = Vec::with_capacity(8192);
-        buf.extend_from_slice(&[b'x'; 5000]);
-        let sent = take_keeping_capacity(&mut buf);
-        assert_eq!(sent.len(), 5000);
-        assert!(buf.is_empty());
-        assert!(buf.capacity() >= 8192, "{}", buf.capacity());
-    }
 
     #[tokio::test]
     async fn frames_at_hand_are_taken_without_waiting() {
@@ -389,7 +378,11 @@ mod tests {
     #[tokio::test]
     async fn out_send_keeps_the_buffer_capacity() {
         let (tx, mut rx) = body::channel(4);
-        let mut out = Out { tx, enc: None };
+        let mut out = Out {
+            tx,
+            enc: None,
+            spare: Recycler::default(),
+        };
         let mut buf = Vec::with_capacity(LIST_CHUNK * 2);
         for round in 0..3u8 {
             buf.extend_from_slice(&[round; 1000]);
