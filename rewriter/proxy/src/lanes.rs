@@ -171,6 +171,7 @@ impl<C> Lanes<C> {
     }
 
     /// Lanes open.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lanes.lock().unwrap_or_else(|p| p.into_inner()).len()
     }

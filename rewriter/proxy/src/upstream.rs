@@ -465,11 +465,6 @@ impl Upstream {
         }
     }
 
-    /// Upstream connections for ordinary requests, and the requests in flight on them.
-    pub fn connections(&self) -> (usize, usize) {
-        (self.clients.len(), self.clients.streams())
-    }
-
     /// Sends an upgrade request over its own HTTP/1.1 connection.
     pub async fn send_upgrade(
         &self,
