@@ -59,6 +59,10 @@ impl super::Machine for ListRewriter<'_> {
         &mut self.input
     }
 
+    fn pending(&self) -> &super::Pending {
+        &self.pending
+    }
+
     fn run(&mut self, buf: &[u8], out: &mut Vec<u8>, eof: bool) -> Result<()> {
         ListRewriter::run(self, buf, out, eof)
     }

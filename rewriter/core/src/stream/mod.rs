@@ -100,6 +100,8 @@ pub(crate) fn sniff_list(prefix: &[u8]) -> Option<bool> {
 trait Machine {
     /// The held input.
     fn input(&mut self) -> &mut Input;
+    /// The value cut short by the end of the input so far, if the machine waits for one.
+    fn pending(&self) -> &Pending;
     /// Runs over `buf` (the held input followed by the new piece), writing what is complete.
     fn run(&mut self, buf: &[u8], out: &mut Vec<u8>, eof: bool) -> crate::Result<()>;
     /// How much of the buffer is consumed (written) and can be forgotten.
@@ -108,28 +110,51 @@ trait Machine {
     fn shift(&mut self, n: usize);
 }
 
-/// Feeds `chunk` to `m`. With nothing held (the usual case between values), the machine runs
-/// over the caller's piece itself and only its unfinished tail is copied and held.
+/// Feeds `chunk` to `m`. The machine runs over the caller's piece itself wherever it can: only
+/// the end of a value cut short by the previous piece joins the held bytes, and only the
+/// unfinished tail of this piece is copied and held.
 fn feed<M: Machine>(m: &mut M, chunk: &[u8], out: &mut Vec<u8>) -> crate::Result<()> {
     let mut held = std::mem::take(&mut m.input().buf);
-    let res = if held.is_empty() {
-        m.run(chunk, out, false).map(|()| {
-            let n = m.consumed();
-            held.extend_from_slice(&chunk[n..]);
-            n
-        })
-    } else {
-        held.extend_from_slice(chunk);
-        m.run(&held, out, false).map(|()| {
-            let n = m.consumed();
-            held.drain(..n);
-            n
-        })
-    };
-    let input = m.input();
-    input.buf = held;
-    let n = res?;
-    input.base += n;
+    let mut rest = chunk;
+    if !held.is_empty() {
+        // Only the end of the value the machine waits for joins what it holds (found by a copy
+        // of its framer); the rest of the piece is read in place. Copying whole pieces into the
+        // held buffer was most of a streamed LIST's memmove, since items straddle every piece.
+        let take = m.pending().end_in(held.len(), chunk).unwrap_or(chunk.len());
+        held.extend_from_slice(&chunk[..take]);
+        rest = &chunk[take..];
+        let res = run_held(m, &mut held, out);
+        if res.is_err() || rest.is_empty() {
+            m.input().buf = held;
+            return res;
+        }
+        if !held.is_empty() {
+            // Not all of it was written (a separator still held): the rest joins it after all.
+            held.extend_from_slice(rest);
+            let res = run_held(m, &mut held, out);
+            m.input().buf = held;
+            return res;
+        }
+    }
+    // Nothing held (the usual case between values): run over the piece itself and keep only
+    // its unfinished tail.
+    let res = m.run(rest, out, false);
+    if res.is_ok() {
+        let n = m.consumed();
+        held.extend_from_slice(&rest[n..]);
+        m.input().base += n;
+        m.shift(n);
+    }
+    m.input().buf = held;
+    res
+}
+
+/// Runs `m` over `held`, then forgets what it consumed.
+fn run_held<M: Machine>(m: &mut M, held: &mut Vec<u8>, out: &mut Vec<u8>) -> crate::Result<()> {
+    m.run(held, out, false)?;
+    let n = m.consumed();
+    held.drain(..n);
+    m.input().base += n;
     m.shift(n);
     Ok(())
 }
@@ -215,7 +240,7 @@ impl Input {
 /// takes over from the value's start and resumes at each new piece, so the walk is retried only
 /// once the value is complete and every byte is framed at most once.
 #[derive(Debug, Default)]
-struct Pending {
+pub(crate) struct Pending {
     framer: crate::json::frame::Framer,
     /// Where framing resumes (an index into the buffer), while waiting.
     at: Option<usize>,
@@ -230,6 +255,17 @@ impl Pending {
             *at = start;
         }
         self.framer.advance(buf, at, eof).is_some() || eof
+    }
+
+    /// Where the value being waited for ends in `piece`, the input that follows `held_len`
+    /// bytes the framer has already scanned; `None` when it does not end there (or nothing is
+    /// waited for, or the framer has not reached the end of what is held).
+    fn end_in(&self, held_len: usize, piece: &[u8]) -> Option<usize> {
+        if self.at != Some(held_len) {
+            return None;
+        }
+        let mut at = 0;
+        self.framer.clone().advance(piece, &mut at, false)
     }
 
     /// True while waiting for the rest of a value.

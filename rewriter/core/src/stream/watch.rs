@@ -37,6 +37,10 @@ impl super::Machine for WatchRewriter<'_> {
         &mut self.input
     }
 
+    fn pending(&self) -> &super::Pending {
+        &self.pending
+    }
+
     fn run(&mut self, buf: &[u8], out: &mut Vec<u8>, eof: bool) -> Result<()> {
         WatchRewriter::run(self, buf, out, eof)
     }
