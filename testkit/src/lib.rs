@@ -294,6 +294,19 @@ impl Drop for ProxyProc {
     }
 }
 
+/// curl arguments that ask for a WebSocket upgrade (the handshake's headers, with RFC 6455's
+/// sample key).
+pub const WEBSOCKET_UPGRADE: [&str; 8] = [
+    "-H",
+    "Connection: Upgrade",
+    "-H",
+    "Upgrade: websocket",
+    "-H",
+    "Sec-WebSocket-Version: 13",
+    "-H",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+];
+
 pub fn curl(args: &[&str]) -> Output {
     Command::new("curl")
         .args(args)

@@ -206,20 +206,7 @@ fn hostile_clients_against_kube_apiserver() {
             p.kubectl(&["get", "vm"]).status.success()
         });
         let url = p.url("/apis/kubevirt.io/v1/namespaces/default/virtualmachines");
-        let (h, b) = curl_full(
-            &dir,
-            &[
-                "-H",
-                "Connection: Upgrade",
-                "-H",
-                "Upgrade: websocket",
-                "-H",
-                "Sec-WebSocket-Version: 13",
-                "-H",
-                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-                &url,
-            ],
-        );
+        let (h, b) = curl_full(&dir, &[&WEBSOCKET_UPGRADE[..], &[&url]].concat());
         assert!(h.starts_with("http/1.1 200"), "{h}\n{b}");
         assert!(b.contains(r#""kind":"VirtualMachineList""#), "not restored: {b}");
         assert!(!b.contains("InternalVirtualization"), "not restored: {b}");
@@ -237,16 +224,7 @@ fn hostile_clients_against_kube_apiserver() {
         let url = p.url("/apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm1/portforward");
         let user1 = format!("Authorization: Bearer {}", cp.get("USER1_TOKEN"));
         for (who, code) in [(None, "404"), (Some(user1.as_str()), "403")] {
-            let mut args = vec![
-                "-H",
-                "Connection: Upgrade",
-                "-H",
-                "Upgrade: websocket",
-                "-H",
-                "Sec-WebSocket-Version: 13",
-                "-H",
-                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-            ];
+            let mut args = WEBSOCKET_UPGRADE.to_vec();
             if let Some(a) = who {
                 args.extend_from_slice(&["-H", a]);
             }

@@ -345,19 +345,8 @@ fn http2_to_an_upstream_that_offers_it() {
     ]));
     assert!(s.contains("ConfigMapList"), "{s}");
     // Upgrades go over their own HTTP/1.1 connection.
-    let o = curl(&[
-        "-sS",
-        "--http1.1",
-        "-H",
-        "Connection: Upgrade",
-        "-H",
-        "Upgrade: websocket",
-        "-H",
-        "Sec-WebSocket-Version: 13",
-        "-H",
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-        &p.url("/api/v1/namespaces/default/pods/p/exec?command=sh"),
-    ]);
+    let url = p.url("/api/v1/namespaces/default/pods/p/exec?command=sh");
+    let o = curl(&[&["-sS", "--http1.1"][..], &WEBSOCKET_UPGRADE, &[&url]].concat());
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("\"code\":400"),
         "{o:?}"
