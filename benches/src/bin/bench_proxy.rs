@@ -972,14 +972,7 @@ async fn part2(a: &Args) -> Result<()> {
         t.elapsed().as_secs_f64()
     );
     let addr = start_double(Arc::clone(&fx))?;
-    let kc = a.work_dir.join("bench-double.kubeconfig");
-    std::fs::write(
-        &kc,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: d\n  cluster:\n    server: http://{addr}\nusers:\n- name: u\n  user:\n    token: doubletoken\ncontexts:\n- name: d\n  context: {{cluster: d, user: u}}\ncurrent-context: d\n"
-        ),
-    )?;
-    let proxy = ProxyChild::start(&a.proxy_bin, &kc, &a.work_dir.join("bench-proxy-double.log")).await?;
+    let proxy = proxy_for_double(a, addr, "double").await?;
     let hdr: &[(&str, &str)] = &[("accept", "application/json")];
 
     // Rewritten LIST.
@@ -1359,6 +1352,24 @@ async fn burst_conn(s: tokio::net::TcpStream, b: Arc<Burst>) -> std::io::Result<
     }
 }
 
+/// A proxy in front of the double at `addr`, through a kubeconfig written for it (files named
+/// after `name` in the work directory).
+async fn proxy_for_double(a: &Args, addr: SocketAddr, name: &str) -> Result<ProxyChild> {
+    let kc = a.work_dir.join(format!("bench-{name}.kubeconfig"));
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: d\n  cluster:\n    server: http://{addr}\nusers:\n- name: u\n  user:\n    token: doubletoken\ncontexts:\n- name: d\n  context: {{cluster: d, user: u}}\ncurrent-context: d\n"
+        ),
+    )?;
+    ProxyChild::start(
+        &a.proxy_bin,
+        &kc,
+        &a.work_dir.join(format!("bench-proxy-{name}.log")),
+    )
+    .await
+}
+
 /// Write syscalls a process has made so far (`syscw` of `/proc/<pid>/io`: write, writev and
 /// the like, the socket writes of a tokio program included).
 fn syscw(pid: u32) -> Option<u64> {
@@ -1595,14 +1606,7 @@ async fn part3(a: &Args) -> Result<()> {
     );
     let b = Arc::new(burst_fixtures(a.burst_vms, a.events, a.lone_rounds));
     let addr = start_burst_double(Arc::clone(&b))?;
-    let kc = a.work_dir.join("bench-burst.kubeconfig");
-    std::fs::write(
-        &kc,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: d\n  cluster:\n    server: http://{addr}\nusers:\n- name: u\n  user:\n    token: doubletoken\ncontexts:\n- name: d\n  context: {{cluster: d, user: u}}\ncurrent-context: d\n"
-        ),
-    )?;
-    let proxy = ProxyChild::start(&a.proxy_bin, &kc, &a.work_dir.join("bench-proxy-burst.log")).await?;
+    let proxy = proxy_for_double(a, addr, "burst").await?;
     let io = syscw(proxy.child.id()).is_some();
     let gb = |c: &Costed| c.read.bytes as f64 / 1e9;
     for (what, n, via_path, dir_path) in [
