@@ -18,7 +18,7 @@ use crate::object::{self, Context, Outcome};
 use crate::patch::{self, PatchType};
 use crate::path::ApiPath;
 use crate::rules::{Rules, WebhookRule};
-use crate::stream::{ListRewriter, WatchRewriter};
+use crate::stream::{ListRewriter, RulesRef, WatchRewriter};
 
 /// Which proxy a request came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,12 +361,12 @@ impl Route {
     }
 
     /// A LIST body rewriter for this response.
-    pub fn list_rewriter<'r>(&self, rules: &'r Rules) -> ListRewriter<'r> {
+    pub fn list_rewriter<'r>(&self, rules: impl Into<RulesRef<'r>>) -> ListRewriter<'r> {
         ListRewriter::new(rules, self.response_direction(), self.context.clone())
     }
 
     /// A WATCH stream rewriter for this response.
-    pub fn watch_rewriter<'r>(&self, rules: &'r Rules) -> WatchRewriter<'r> {
+    pub fn watch_rewriter<'r>(&self, rules: impl Into<RulesRef<'r>>) -> WatchRewriter<'r> {
         WatchRewriter::new(rules, self.response_direction(), self.context.clone())
     }
 

@@ -6,7 +6,6 @@ use crate::json::Scanner;
 use crate::json::frame::Framer;
 use crate::json::scan::quote;
 use crate::object::{Context, Hint, Verdict};
-use crate::rules::Rules;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -30,7 +29,7 @@ enum State {
 
 /// Rewrites a LIST body (`{"kind":"...List","items":[...]}`) item by item.
 pub struct ListRewriter<'r> {
-    rules: &'r Rules,
+    rules: super::RulesRef<'r>,
     dir: Direction,
     ctx: Context,
     input: super::Input,
@@ -86,9 +85,9 @@ impl super::Machine for ListRewriter<'_> {
 
 impl<'r> ListRewriter<'r> {
     /// A rewriter for one LIST body.
-    pub fn new(rules: &'r Rules, dir: Direction, ctx: Context) -> Self {
+    pub fn new(rules: impl Into<super::RulesRef<'r>>, dir: Direction, ctx: Context) -> Self {
         Self {
-            rules,
+            rules: rules.into(),
             dir,
             ctx,
             input: super::Input::default(),
@@ -305,7 +304,7 @@ impl<'r> ListRewriter<'r> {
                 self.api_version = Some(av.clone());
                 let kind = self.kind.clone().or_else(|| self.ctx_list_kind());
                 crate::rules::gvk::rewrite_gvk(
-                    self.rules,
+                    &self.rules,
                     self.dir,
                     Some(&av),
                     kind.as_deref(),
@@ -317,7 +316,7 @@ impl<'r> ListRewriter<'r> {
                 self.kind = Some(k.clone());
                 let av = self.api_version.clone().or_else(|| self.ctx_api_version());
                 crate::rules::gvk::rewrite_gvk(
-                    self.rules,
+                    &self.rules,
                     self.dir,
                     av.as_deref(),
                     Some(&k),
@@ -378,7 +377,7 @@ impl<'r> ListRewriter<'r> {
         };
         let walked = self
             .input
-            .walk(buf, self.rules, self.dir, &self.ctx, start, complete, |w| {
+            .walk(buf, &self.rules, self.dir, &self.ctx, start, complete, |w| {
                 w.object(&hint)
             })?;
         let Some((verdict, len)) = walked else {

@@ -18,6 +18,9 @@
 //! assert_eq!(out, br#"{"apiVersion":"kubevirt.io/v1","items":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"a"}}],"kind":"VirtualMachineList","metadata":{}}"#);
 //! ```
 
+use std::ops::Deref;
+use std::sync::Arc;
+
 use crate::rules::Rules;
 
 mod list;
@@ -25,6 +28,49 @@ mod watch;
 
 pub use list::ListRewriter;
 pub use watch::WatchRewriter;
+
+/// The rules a stream rewriter holds: borrowed, or shared through an [`Arc`] so that the
+/// rewriter owns them (is `'static`) and can move to another thread in the middle of a stream.
+///
+/// Both convert with `into()`, so [`ListRewriter::new`] and [`WatchRewriter::new`] take either:
+///
+/// ```
+/// use std::sync::Arc;
+/// use kube_api_rewriter::{Direction, Rules, object::Context, stream::ListRewriter};
+/// let rules = Arc::new(Rules::builtin_kubevirt());
+/// let lr: ListRewriter<'static> = ListRewriter::new(Arc::clone(&rules), Direction::Restore, Context::default());
+/// std::thread::spawn(move || lr.held()).join().unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub enum RulesRef<'r> {
+    /// Rules that outlive the rewriter.
+    Borrowed(&'r Rules),
+    /// Rules the rewriter shares.
+    Shared(Arc<Rules>),
+}
+
+impl Deref for RulesRef<'_> {
+    type Target = Rules;
+
+    fn deref(&self) -> &Rules {
+        match self {
+            RulesRef::Borrowed(r) => r,
+            RulesRef::Shared(r) => r,
+        }
+    }
+}
+
+impl<'r> From<&'r Rules> for RulesRef<'r> {
+    fn from(r: &'r Rules) -> Self {
+        RulesRef::Borrowed(r)
+    }
+}
+
+impl From<Arc<Rules>> for RulesRef<'_> {
+    fn from(r: Arc<Rules>) -> Self {
+        RulesRef::Shared(r)
+    }
+}
 
 /// Largest head of a LIST response read before [`look_ahead`] gives up on it being a list.
 pub const MAX_LOOK_AHEAD: usize = 4 << 20;

@@ -13,12 +13,11 @@ use crate::Direction;
 use crate::error::Result;
 use crate::json::Scanner;
 use crate::object::{Context, Hint, Verdict, Walker};
-use crate::rules::Rules;
 
 /// Rewrites a stream of watch events (`{"type":..,"object":..}` values, newline-delimited or
 /// back to back); each event is written followed by `\n`.
 pub struct WatchRewriter<'r> {
-    rules: &'r Rules,
+    rules: super::RulesRef<'r>,
     dir: Direction,
     ctx: Context,
     input: super::Input,
@@ -58,9 +57,9 @@ impl super::Machine for WatchRewriter<'_> {
 
 impl<'r> WatchRewriter<'r> {
     /// A rewriter for one watch stream.
-    pub fn new(rules: &'r Rules, dir: Direction, ctx: Context) -> Self {
+    pub fn new(rules: impl Into<super::RulesRef<'r>>, dir: Direction, ctx: Context) -> Self {
         Self {
-            rules,
+            rules: rules.into(),
             dir,
             ctx,
             input: super::Input::default(),
@@ -152,7 +151,7 @@ impl<'r> WatchRewriter<'r> {
         let mut seen = Seen::default();
         let Some((verdict, len)) =
             self.input
-                .walk(buf, self.rules, self.dir, &self.ctx, start, complete, |w| {
+                .walk(buf, &self.rules, self.dir, &self.ctx, start, complete, |w| {
                     walk_event(w, want_uid, None, &mut seen)
                 })?
         else {
@@ -176,7 +175,7 @@ impl<'r> WatchRewriter<'r> {
                 let mut ignored = Seen::default();
                 let walked = self
                     .input
-                    .walk(buf, self.rules, self.dir, &self.ctx, start, true, |w| {
+                    .walk(buf, &self.rules, self.dir, &self.ctx, start, true, |w| {
                         walk_event(w, false, Some("DELETED"), &mut ignored)
                     })?;
                 match walked {
@@ -309,7 +308,7 @@ fn uid(mut sc: Scanner<'_>) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::Source;
+    use crate::rules::{Rules, Source};
 
     fn rules() -> Rules {
         let text = "excludes:\n  - kinds: [ConfigMap]\n    matchLabels: {hide: \"yes\"}\n";
