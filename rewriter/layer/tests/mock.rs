@@ -678,3 +678,143 @@ async fn openapi_v3_index_and_group_documents() {
     let b = resp.into_body().collect().await.expect("body").to_bytes();
     assert_eq!(&b[..], b"404 page not found");
 }
+
+/// The 300-VM capture with its items repeated `times` over (4 times: 3.4 MB, past the point
+/// where a LIST is rewritten on the blocking pool when the machine has cores to spare).
+fn large_list(times: usize) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    struct Items<'a> {
+        #[serde(borrow)]
+        items: Vec<&'a serde_json::value::RawValue>,
+    }
+    let list = capture("vm-list-bulk-plain.json");
+    let parsed: Items<'_> = serde_json::from_slice(&list).expect("list");
+    let items: Vec<&str> = (0..times)
+        .flat_map(|_| parsed.items.iter().map(|i| i.get()))
+        .collect();
+    format!(
+        r#"{{"apiVersion":"{INTERNAL}/v1","items":[{}],"kind":"InternalVirtualizationVirtualMachineList","metadata":{{"resourceVersion":"1"}}}}"#,
+        items.join(",")
+    )
+    .into_bytes()
+}
+
+/// Starts a LIST of VMs through the layer; returns the call (answered once the body shows a
+/// list) and the sender that feeds the body from upstream.
+async fn list_through_layer(
+    svc: &mut kube_api_rewriter_layer::RewriteService<Mock>,
+    handle: &mut Handle,
+) -> (
+    tokio::task::JoinHandle<Result<Response<Body>, BoxError>>,
+    mpsc::Sender<Result<http_body::Frame<Bytes>, BoxError>>,
+) {
+    let pending = call(svc, get("/apis/kubevirt.io/v1/namespaces/demo/virtualmachines"));
+    let (_, send) = handle.next_request().await.expect("request");
+    let (tx, rx) = mpsc::channel(16);
+    send.send_response(
+        Response::builder()
+            .status(200)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body::boxed(StreamBody::new(rx)))
+            .expect("response"),
+    );
+    (pending, tx)
+}
+
+async fn answered(pending: tokio::task::JoinHandle<Result<Response<Body>, BoxError>>) -> Body {
+    let resp = pending.await.expect("task").expect("response");
+    assert_eq!(resp.status(), 200);
+    resp.into_body()
+}
+
+// Multi-threaded, as the proxy runs: a large LIST moves to the blocking pool part-way (on a
+// machine with more than one core) and must come out exactly as the core rewrites it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_list_comes_out_as_the_core_rewrites_it_whole() {
+    let list = large_list(4);
+    let rules = Rules::builtin_kubevirt();
+    let mut want = Vec::new();
+    let mut lr = kube_api_rewriter::ListRewriter::new(
+        &rules,
+        kube_api_rewriter::Direction::Restore,
+        kube_api_rewriter::Context::default(),
+    );
+    lr.feed(&list, &mut want).expect("core");
+    lr.finish(&mut want).expect("core");
+
+    let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+    let (pending, mut tx) = list_through_layer(&mut svc, &mut handle).await;
+    let feed = {
+        let list = list.clone();
+        tokio::spawn(async move {
+            // Pieces of uneven sizes, as a socket delivers them.
+            let (mut at, mut i) = (0, 0);
+            while at < list.len() {
+                let n = [7 << 10, 300 << 10, 1, 64 << 10, 433][i % 5].min(list.len() - at);
+                let piece = Bytes::copy_from_slice(&list[at..at + n]);
+                tx.send(Ok(http_body::Frame::data(piece))).await.expect("send");
+                (at, i) = (at + n, i + 1);
+            }
+        })
+    };
+    let body = answered(pending).await;
+    let got = tokio::time::timeout(std::time::Duration::from_secs(30), body.collect())
+        .await
+        .expect("the list within 30 s")
+        .expect("body")
+        .to_bytes();
+    feed.await.expect("feeder");
+    assert!(got[..] == want[..], "the layer's output differs from the core's");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_a_large_list_ends_the_upstream_body() {
+    // 6.8 MB: far more than the channels in between hold once the client stops reading.
+    let list = large_list(8);
+    let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+    let (pending, mut tx) = list_through_layer(&mut svc, &mut handle).await;
+    let feed = tokio::spawn(async move {
+        for p in list.chunks(64 << 10) {
+            let piece = Bytes::copy_from_slice(p);
+            if tx.send(Ok(http_body::Frame::data(piece))).await.is_err() {
+                return true; // Let go.
+            }
+        }
+        false
+    });
+    let mut body = answered(pending).await;
+    let mut read = 0;
+    while read < 2 << 20 {
+        read += next_frame(&mut body)
+            .await
+            .expect("output before the list ends")
+            .len();
+    }
+    drop(body);
+    let let_go = tokio::time::timeout(std::time::Duration::from_secs(10), feed)
+        .await
+        .expect("the feeder ends within 10 s")
+        .expect("feeder");
+    assert!(let_go, "the whole upstream body was read after the client left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_error_in_a_large_list_resets_the_response() {
+    let list = large_list(4);
+    let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+    let (pending, mut tx) = list_through_layer(&mut svc, &mut handle).await;
+    tokio::spawn(async move {
+        for p in list[..list.len() * 3 / 4].chunks(64 << 10) {
+            let _ = tx
+                .send(Ok(http_body::Frame::data(Bytes::copy_from_slice(p))))
+                .await;
+        }
+        let _ = tx.send(Err("connection reset by peer".into())).await;
+    });
+    let body = answered(pending).await;
+    let res = tokio::time::timeout(std::time::Duration::from_secs(30), body.collect())
+        .await
+        .expect("the end within 30 s");
+    let err = res.expect_err("a cut list must not end cleanly");
+    assert!(err.to_string().contains("connection reset by peer"), "{err}");
+}

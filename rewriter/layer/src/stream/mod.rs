@@ -20,6 +20,8 @@ use crate::metrics::ByteCounter;
 use crate::recycle::Recycler;
 use crate::response::Ctx;
 
+mod offload;
+
 /// Chunks that may wait between the rewriting task and the client.
 const CHANNEL_DEPTH: usize = 4;
 /// LIST output is sent once this much is ready (watch events go as soon as upstream has no
@@ -35,7 +37,7 @@ pub(crate) enum Kind {
     Watch,
 }
 
-enum Rewriter<'r> {
+pub(super) enum Rewriter<'r> {
     List(ListRewriter<'r>),
     Watch(WatchRewriter<'r>),
 }
@@ -53,6 +55,17 @@ impl Rewriter<'_> {
             Rewriter::List(r) => r.finish(out),
             Rewriter::Watch(r) => r.finish(out),
         }
+    }
+
+    /// Ends the body: the rest of the gzip stream (when `dec`), then the rewriter's end.
+    fn end(mut self, dec: Option<Gunzip>, plain: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<(), String> {
+        let rewrite = |e: kube_api_rewriter::Error| format!("rewriting the response: {e}");
+        if let Some(g) = dec {
+            plain.clear();
+            g.finish(plain).map_err(|e| format!("decoding gzip: {e}"))?;
+            self.feed(plain, out).map_err(rewrite)?;
+        }
+        self.finish(out).map_err(rewrite)
     }
 
     /// Input held for the item or event not yet complete.
@@ -101,7 +114,7 @@ impl Rewriter<'_> {
 }
 
 /// Why a stream ends early.
-enum Fail {
+pub(super) enum Fail {
     /// Reset the response.
     Abort(String),
     /// An item or event over the limit: an `ERROR` event for a watch, a reset for a list.
@@ -133,7 +146,7 @@ pub(crate) fn stream(
 }
 
 /// Output side of a stream: optional gzip, then the channel.
-struct Out {
+pub(super) struct Out {
     tx: body::Sender,
     enc: Option<GzEncoder<Vec<u8>>>,
     /// Buffers the client connection has written come back here.
@@ -195,149 +208,190 @@ impl Out {
     }
 }
 
+/// One stream's rewriting: upstream in, through the rewriter, out to the client.
+pub(super) struct Pump {
+    ctx: Ctx,
+    upstream: Body,
+    dec: Option<Gunzip>,
+    rw: Rewriter<'static>,
+    out: Out,
+    /// Output not yet sent.
+    buf: Vec<u8>,
+    /// gzip-decoded input.
+    plain: Vec<u8>,
+    /// Time spent rewriting.
+    cpu: Duration,
+    /// Input fed so far.
+    fed: usize,
+    watch: bool,
+    /// The rewriting has moved to the blocking pool.
+    offloaded: bool,
+}
+
 async fn pump(
     ctx: Ctx,
-    mut upstream: Counted<Body>,
-    mut dec: Option<Gunzip>,
+    upstream: Counted<Body>,
+    dec: Option<Gunzip>,
     initial: Vec<u8>,
     kind: Kind,
     encode: bool,
     tx: body::Sender,
 ) {
-    let rules = Arc::clone(&ctx.rules);
-    let mut rw = match kind {
-        Kind::List => Rewriter::List(ctx.route.list_rewriter(&rules)),
-        Kind::Watch => Rewriter::Watch(ctx.route.watch_rewriter(&rules)),
-    };
     let watch = kind == Kind::Watch;
-    let mut out = Out {
+    let rw = match kind {
+        Kind::List => Rewriter::List(ctx.route.list_rewriter(Arc::clone(&ctx.rules))),
+        Kind::Watch => Rewriter::Watch(ctx.route.watch_rewriter(Arc::clone(&ctx.rules))),
+    };
+    let out = Out {
         tx,
         enc: encode.then(|| GzEncoder::new(Vec::new(), Compression::fast())),
         spare: Recycler::default(),
     };
-    let mut buf = Vec::with_capacity(if watch { 4096 } else { LIST_CHUNK * 2 });
-    let mut plain = Vec::new();
-    let mut cpu = Duration::ZERO;
-    let stop = ctx.shutdown.clone().cancelled();
-    tokio::pin!(stop);
-
-    let max_item = ctx.limits.max_item;
+    let mut p = Pump {
+        ctx,
+        upstream: body::boxed(upstream),
+        dec,
+        rw,
+        out,
+        buf: Vec::with_capacity(if watch { 4096 } else { LIST_CHUNK * 2 }),
+        plain: Vec::new(),
+        cpu: Duration::ZERO,
+        fed: initial.len(),
+        watch,
+        offloaded: false,
+    };
     let t0 = Instant::now();
-    let first = rw
-        .feed(&initial, &mut buf)
-        .map_err(|e| Fail::Abort(format!("rewriting the response: {e}")))
-        .and_then(|()| rw.check(max_item));
-    cpu += t0.elapsed();
-    if let Err(f) = first {
-        ctx.rewrote(false, cpu);
-        return out.fail(f, &mut buf, watch).await;
-    }
+    let first =
+        p.rw.feed(&initial, &mut p.buf)
+            .map_err(|e| Fail::Abort(format!("rewriting the response: {e}")))
+            .and_then(|()| p.rw.check(p.ctx.limits.max_item));
+    p.cpu += t0.elapsed();
     drop(initial);
-    // Whether upstream had nothing at hand after the connection task was given a turn.
-    let mut yielded = false;
-    loop {
-        // Output leaves as soon as upstream has nothing more at hand: what has already arrived
-        // is taken first and sent together (one channel hand-off and one write to the client
-        // for a burst of watch events instead of one each), up to `BATCH`, but nothing waits
-        // for later input.
-        //
-        // hyper's client body holds one frame: the connection task decodes the next chunk of
-        // what it has already read only when it next runs. So "nothing at hand" is believed
-        // only after one yield to the scheduler (microseconds), which lets that task (and the
-        // I/O driver) run; an idle upstream still costs a lone event just that one yield.
-        let at_hand = if !buf.is_empty() && buf.len() < BATCH {
-            match frame_at_hand(&mut upstream).await {
-                Some(f) => Some(f),
-                None if !yielded => {
-                    yielded = true;
-                    tokio::task::yield_now().await;
-                    continue;
+    if let Err(f) = first {
+        p.ctx.rewrote(false, p.cpu);
+        return p.out.fail(f, &mut p.buf, watch).await;
+    }
+    p.run().await;
+}
+
+impl Pump {
+    async fn run(mut self) {
+        let watch = self.watch;
+        let max_item = self.ctx.limits.max_item;
+        let stop = self.ctx.shutdown.clone().cancelled();
+        tokio::pin!(stop);
+        // Whether upstream had nothing at hand after the connection task was given a turn.
+        let mut yielded = false;
+        loop {
+            // Output leaves as soon as upstream has nothing more at hand: what has already
+            // arrived is taken first and sent together (one channel hand-off and one write to
+            // the client for a burst of watch events instead of one each), up to `BATCH`, but
+            // nothing waits for later input.
+            //
+            // hyper's client body holds one frame: the connection task decodes the next chunk
+            // of what it has already read only when it next runs. So "nothing at hand" is
+            // believed only after one yield to the scheduler (microseconds), which lets that
+            // task (and the I/O driver) run; an idle upstream still costs a lone event just
+            // that one yield.
+            let at_hand = if !self.buf.is_empty() && self.buf.len() < BATCH {
+                match frame_at_hand(&mut self.upstream).await {
+                    Some(f) => Some(f),
+                    None if !yielded => {
+                        yielded = true;
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                    None => None,
                 }
-                None => None,
-            }
-        } else {
-            None
-        };
-        yielded = false;
-        let frame = match at_hand {
-            Some(f) => f,
-            None => {
-                if !buf.is_empty() && (watch || buf.len() >= LIST_CHUNK) && !out.send(&mut buf, watch).await {
-                    return; // The client went away: dropping `upstream` cancels the request.
-                }
-                tokio::select! {
-                    biased;
-                    _ = out.tx.closed() => return,
-                    _ = &mut stop, if watch => {
-                        // Shutdown: end the watch cleanly after the last whole event; the client re-watches.
-                        ctx.rewrote(true, cpu);
-                        if out.send(&mut buf, true).await {
-                            out.close().await;
+            } else {
+                None
+            };
+            yielded = false;
+            let frame = match at_hand {
+                Some(f) => f,
+                None => {
+                    if !self.buf.is_empty()
+                        && (watch || self.buf.len() >= LIST_CHUNK)
+                        && !self.out.send(&mut self.buf, watch).await
+                    {
+                        return; // The client went away: dropping `upstream` cancels the request.
+                    }
+                    tokio::select! {
+                        biased;
+                        _ = self.out.tx.closed() => return,
+                        _ = &mut stop, if watch => {
+                            // Shutdown: end the watch cleanly after the last whole event; the
+                            // client re-watches.
+                            self.ctx.rewrote(true, self.cpu);
+                            if self.out.send(&mut self.buf, true).await {
+                                self.out.close().await;
+                            }
+                            return;
                         }
-                        return;
-                    }
-                    f = upstream.frame() => f,
-                }
-            }
-        };
-        let data = match frame {
-            None => {
-                let t0 = Instant::now();
-                let mut res = Ok(());
-                if let Some(g) = dec.take() {
-                    plain.clear();
-                    res = g.finish(&mut plain).map_err(|e| format!("decoding gzip: {e}"));
-                    if res.is_ok() {
-                        res = rw
-                            .feed(&plain, &mut buf)
-                            .map_err(|e| format!("rewriting the response: {e}"));
+                        f = self.upstream.frame() => f,
                     }
                 }
-                if res.is_ok() {
-                    res = rw
-                        .finish(&mut buf)
-                        .map_err(|e| format!("rewriting the response: {e}"));
-                }
-                cpu += t0.elapsed();
-                ctx.rewrote(res.is_ok(), cpu);
-                match res {
-                    Ok(()) => {
-                        if out.send(&mut buf, true).await {
-                            out.close().await;
+            };
+            let data = match frame {
+                None => {
+                    let t0 = Instant::now();
+                    let res = self.rw.end(self.dec.take(), &mut self.plain, &mut self.buf);
+                    self.cpu += t0.elapsed();
+                    self.ctx.rewrote(res.is_ok(), self.cpu);
+                    match res {
+                        Ok(()) => {
+                            if self.out.send(&mut self.buf, true).await {
+                                self.out.close().await;
+                            }
                         }
-                    }
-                    Err(e) => out.abort(e).await,
-                }
-                return;
-            }
-            Some(Err(e)) => {
-                ctx.rewrote(false, cpu);
-                let why = format!("reading the response from upstream: {e}");
-                if watch {
-                    // Upstream broke (kube-apiserver restarted): the whole events so far, an
-                    // ERROR event and a clean end, so the client re-lists as after any watch
-                    // error instead of reading a broken stream.
-                    tracing::warn!(error = %why, "watch ended with an ERROR event");
-                    buf.extend_from_slice(&crate::Error::Unavailable(why).watch_event());
-                    if out.send(&mut buf, true).await {
-                        out.close().await;
+                        Err(e) => self.out.abort(e).await,
                     }
                     return;
                 }
-                return out.abort(why).await;
+                Some(Err(e)) => {
+                    self.ctx.rewrote(false, self.cpu);
+                    let why = format!("reading the response from upstream: {e}");
+                    if watch {
+                        // Upstream broke (kube-apiserver restarted): the whole events so far, an
+                        // ERROR event and a clean end, so the client re-lists as after any watch
+                        // error instead of reading a broken stream.
+                        tracing::warn!(error = %why, "watch ended with an ERROR event");
+                        self.buf
+                            .extend_from_slice(&crate::Error::Unavailable(why).watch_event());
+                        if self.out.send(&mut self.buf, true).await {
+                            self.out.close().await;
+                        }
+                        return;
+                    }
+                    return self.out.abort(why).await;
+                }
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                },
+            };
+            let t0 = Instant::now();
+            let res =
+                self.rw
+                    .feed_checked(self.dec.as_mut(), &data, &mut self.plain, &mut self.buf, max_item);
+            self.cpu += t0.elapsed();
+            if let Err(f) = res {
+                self.ctx.rewrote(false, self.cpu);
+                return self.out.fail(f, &mut self.buf, watch).await;
             }
-            Some(Ok(f)) => match f.into_data() {
-                Ok(d) => d,
-                Err(_) => continue,
-            },
-        };
-        let t0 = Instant::now();
-        let res = rw.feed_checked(dec.as_mut(), &data, &mut plain, &mut buf, max_item);
-        cpu += t0.elapsed();
-        if let Err(f) = res {
-            ctx.rewrote(false, cpu);
-            return out.fail(f, &mut buf, watch).await;
+            self.fed += data.len();
+            if self.may_offload()
+                && let Some(permit) = offload::permit()
+            {
+                return offload::detach(self, permit);
+            }
         }
+    }
+
+    /// A large LIST goes on on the blocking pool (see [`offload`]); gzip for the client is not
+    /// offloaded.
+    fn may_offload(&self) -> bool {
+        !self.watch && !self.offloaded && self.out.enc.is_none() && self.fed >= offload::AFTER
     }
 }
 
