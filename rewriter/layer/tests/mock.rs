@@ -708,16 +708,33 @@ async fn list_through_layer(
     tokio::task::JoinHandle<Result<Response<Body>, BoxError>>,
     mpsc::Sender<Result<http_body::Frame<Bytes>, BoxError>>,
 ) {
-    let pending = call(svc, get("/apis/kubevirt.io/v1/namespaces/demo/virtualmachines"));
+    list_through_layer_as(svc, handle, false).await
+}
+
+/// [`list_through_layer`]; with `gzip`, the client accepts gzip and upstream sends it.
+async fn list_through_layer_as(
+    svc: &mut kube_api_rewriter_layer::RewriteService<Mock>,
+    handle: &mut Handle,
+    gzip: bool,
+) -> (
+    tokio::task::JoinHandle<Result<Response<Body>, BoxError>>,
+    mpsc::Sender<Result<http_body::Frame<Bytes>, BoxError>>,
+) {
+    let mut req = get("/apis/kubevirt.io/v1/namespaces/demo/virtualmachines");
+    if gzip {
+        req.headers_mut()
+            .insert(header::ACCEPT_ENCODING, http::HeaderValue::from_static("gzip"));
+    }
+    let pending = call(svc, req);
     let (_, send) = handle.next_request().await.expect("request");
     let (tx, rx) = mpsc::channel(16);
-    send.send_response(
-        Response::builder()
-            .status(200)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body::boxed(StreamBody::new(rx)))
-            .expect("response"),
-    );
+    let mut resp = Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json");
+    if gzip {
+        resp = resp.header(header::CONTENT_ENCODING, "gzip");
+    }
+    send.send_response(resp.body(body::boxed(StreamBody::new(rx))).expect("response"));
     (pending, tx)
 }
 
@@ -765,6 +782,46 @@ async fn a_large_list_comes_out_as_the_core_rewrites_it_whole() {
         .to_bytes();
     feed.await.expect("feeder");
     assert!(got[..] == want[..], "the layer's output differs from the core's");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_gzip_list_comes_out_gzipped_as_the_core_rewrites_it_whole() {
+    use std::io::{Read as _, Write as _};
+    let list = large_list(4);
+    let rules = Rules::builtin_kubevirt();
+    let mut want = Vec::new();
+    let mut lr = kube_api_rewriter::ListRewriter::new(
+        &rules,
+        kube_api_rewriter::Direction::Restore,
+        kube_api_rewriter::Context::default(),
+    );
+    lr.feed(&list, &mut want).expect("core");
+    lr.finish(&mut want).expect("core");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&list).expect("gzip");
+    let zipped = gz.finish().expect("gzip");
+
+    let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
+    let (pending, mut tx) = list_through_layer_as(&mut svc, &mut handle, true).await;
+    let feed = tokio::spawn(async move {
+        for p in zipped.chunks(16 << 10) {
+            let piece = Bytes::copy_from_slice(p);
+            tx.send(Ok(http_body::Frame::data(piece))).await.expect("send");
+        }
+    });
+    let resp = pending.await.expect("task").expect("response");
+    assert_eq!(resp.headers()[header::CONTENT_ENCODING], "gzip");
+    let got = tokio::time::timeout(std::time::Duration::from_secs(30), resp.into_body().collect())
+        .await
+        .expect("the list within 30 s")
+        .expect("body")
+        .to_bytes();
+    feed.await.expect("feeder");
+    let mut plain = Vec::new();
+    flate2::read::MultiGzDecoder::new(&got[..])
+        .read_to_end(&mut plain)
+        .expect("gzip from the layer");
+    assert!(plain == want, "the layer's output differs from the core's");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -77,7 +77,7 @@ impl Rewriter<'_> {
     }
 
     /// Feeds `data` (gzip-decoded first, a slice at a time, when `dec`), failing once the
-    /// unfinished item or event is over `max_item`.
+    /// unfinished item or event is over `max_item`; returns the bytes the rewriter took.
     fn feed_checked(
         &mut self,
         dec: Option<&mut Gunzip>,
@@ -85,24 +85,27 @@ impl Rewriter<'_> {
         plain: &mut Vec<u8>,
         out: &mut Vec<u8>,
         max_item: usize,
-    ) -> Result<(), Fail> {
+    ) -> Result<usize, Fail> {
         let rewrite = |e: kube_api_rewriter::Error| Fail::Abort(format!("rewriting the response: {e}"));
         match dec {
             Some(g) => {
+                let mut fed = 0;
                 for piece in data.chunks(GZ_SLICE) {
                     plain.clear();
                     g.push(piece, plain)
                         .map_err(|e| Fail::Abort(format!("decoding gzip: {e}")))?;
                     self.feed(plain, out).map_err(rewrite)?;
                     self.check(max_item)?;
+                    fed += plain.len();
                 }
+                Ok(fed)
             }
             None => {
                 self.feed(data, out).map_err(rewrite)?;
                 self.check(max_item)?;
+                Ok(data.len())
             }
         }
-        Ok(())
     }
 
     fn check(&self, max_item: usize) -> Result<(), Fail> {
@@ -221,7 +224,7 @@ pub(super) struct Pump {
     plain: Vec<u8>,
     /// Time spent rewriting.
     cpu: Duration,
-    /// Input fed so far.
+    /// Input the rewriter has taken so far (after gzip decoding).
     fed: usize,
     watch: bool,
     /// The rewriting has moved to the blocking pool.
@@ -375,11 +378,13 @@ impl Pump {
                 self.rw
                     .feed_checked(self.dec.as_mut(), &data, &mut self.plain, &mut self.buf, max_item);
             self.cpu += t0.elapsed();
-            if let Err(f) = res {
-                self.ctx.rewrote(false, self.cpu);
-                return self.out.fail(f, &mut self.buf, watch).await;
+            match res {
+                Ok(n) => self.fed += n,
+                Err(f) => {
+                    self.ctx.rewrote(false, self.cpu);
+                    return self.out.fail(f, &mut self.buf, watch).await;
+                }
             }
-            self.fed += data.len();
             if self.may_offload()
                 && let Some(permit) = offload::permit()
             {
@@ -388,10 +393,9 @@ impl Pump {
         }
     }
 
-    /// A large LIST goes on on the blocking pool (see [`offload`]); gzip for the client is not
-    /// offloaded.
+    /// A large LIST goes on on the blocking pool (see [`offload`]), gzip on either side with it.
     fn may_offload(&self) -> bool {
-        !self.watch && !self.offloaded && self.out.enc.is_none() && self.fed >= offload::AFTER
+        !self.watch && !self.offloaded && self.fed >= offload::AFTER
     }
 }
 
