@@ -51,6 +51,8 @@ use kube_api_rewriter_proxy::config::UpstreamSource;
 use kube_api_rewriter_proxy::upstream::Upstream;
 use serde_json::json;
 
+mod h2;
+
 type Error = Box<dyn std::error::Error + Send + Sync>;
 type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -972,7 +974,7 @@ async fn part2(a: &Args) -> Result<()> {
         t.elapsed().as_secs_f64()
     );
     let addr = start_double(Arc::clone(&fx))?;
-    let proxy = proxy_for_double(a, addr, "double").await?;
+    let proxy = proxy_for_double(a, addr, "double", None).await?;
     let hdr: &[(&str, &str)] = &[("accept", "application/json")];
 
     // Rewritten LIST.
@@ -1218,6 +1220,8 @@ struct Burst {
     items: usize,
     /// Chunk-encoded events (`<hex length>\r\n<event>\r\n`).
     chunks: Vec<Bytes>,
+    /// The same events as they are (for the HTTP/2 double's DATA frames).
+    events_raw: Vec<Bytes>,
     events: usize,
     lone_rounds: usize,
     /// When each lone event was written.
@@ -1237,17 +1241,26 @@ fn burst_fixtures(items: usize, events: usize, lone_rounds: usize) -> Burst {
         format!(r#"],"kind":"{KIND}List","metadata":{{"continue":"","resourceVersion":"123456"}}}}"#)
             .as_bytes(),
     );
-    let chunks = (0..1000)
+    let events_raw: Vec<Bytes> = (0..1000)
         .map(|i| {
             let obj = template.replace("XXXXXXX", &format!("{i:07}"));
-            let ev = format!("{{\"type\":\"MODIFIED\",\"object\":{obj}}}\n");
-            Bytes::from(format!("{:x}\r\n{ev}\r\n", ev.len()))
+            Bytes::from(format!("{{\"type\":\"MODIFIED\",\"object\":{obj}}}\n"))
+        })
+        .collect();
+    let chunks = events_raw
+        .iter()
+        .map(|ev| {
+            let mut c = format!("{:x}\r\n", ev.len()).into_bytes();
+            c.extend_from_slice(ev);
+            c.extend_from_slice(b"\r\n");
+            Bytes::from(c)
         })
         .collect();
     Burst {
         list: Bytes::from(list),
         items,
         chunks,
+        events_raw,
         events,
         lone_rounds,
         sent: Mutex::new(Vec::new()),
@@ -1353,13 +1366,20 @@ async fn burst_conn(s: tokio::net::TcpStream, b: Arc<Burst>) -> std::io::Result<
 }
 
 /// A proxy in front of the double at `addr`, through a kubeconfig written for it (files named
-/// after `name` in the work directory).
-async fn proxy_for_double(a: &Args, addr: SocketAddr, name: &str) -> Result<ProxyChild> {
+/// after `name` in the work directory): over HTTPS when the double's `ca` is given.
+async fn proxy_for_double(a: &Args, addr: SocketAddr, name: &str, ca: Option<&Path>) -> Result<ProxyChild> {
     let kc = a.work_dir.join(format!("bench-{name}.kubeconfig"));
+    let cluster = match ca {
+        Some(ca) => format!(
+            "server: https://{addr}\n    certificate-authority: {}",
+            ca.display()
+        ),
+        None => format!("server: http://{addr}"),
+    };
     std::fs::write(
         &kc,
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: d\n  cluster:\n    server: http://{addr}\nusers:\n- name: u\n  user:\n    token: doubletoken\ncontexts:\n- name: d\n  context: {{cluster: d, user: u}}\ncurrent-context: d\n"
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: d\n  cluster:\n    {cluster}\nusers:\n- name: u\n  user:\n    token: doubletoken\ncontexts:\n- name: d\n  context: {{cluster: d, user: u}}\ncurrent-context: d\n"
         ),
     )?;
     ProxyChild::start(
@@ -1607,29 +1627,46 @@ async fn part3(a: &Args) -> Result<()> {
     );
     let b = Arc::new(burst_fixtures(a.burst_vms, a.events, a.lone_rounds));
     let addr = start_burst_double(Arc::clone(&b))?;
-    let proxy = proxy_for_double(a, addr, "burst").await?;
+    let proxy = proxy_for_double(a, addr, "burst", None).await?;
+    // The same events from an upstream that speaks HTTP/2 over TLS, as kube-apiserver does.
+    let d2 = h2::start(Arc::clone(&b), &a.work_dir)?;
+    let proxy2 = proxy_for_double(a, d2.addr, "burst-h2", Some(&d2.ca)).await?;
     let io = syscw(proxy.child.id()).is_some();
     let gb = |c: &Costed| c.read.bytes as f64 / 1e9;
-    for (what, n, via_path, dir_path) in [
+    let watch_via = format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?watch=1");
+    let watch_dir = format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}?watch=1");
+    for (what, n, via_path, dir_path, proxy) in [
         (
             format!("watch, {} events", b.events),
             b.events,
-            format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?watch=1"),
-            format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}?watch=1"),
+            watch_via.clone(),
+            watch_dir.clone(),
+            &proxy,
         ),
         (
             format!("rewritten LIST, {} VMs", b.items),
             0,
             format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines"),
             format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}"),
+            &proxy,
+        ),
+        (
+            format!(
+                "watch, {} events, upstream over HTTP/2 + TLS (direct: the HTTP/1.1 double, plain)",
+                b.events
+            ),
+            b.events,
+            watch_via,
+            watch_dir,
+            &proxy2,
         ),
     ] {
         // One untimed run checks that nothing renamed reaches the client, so that the timed
         // runs' client does the same work (counting) either way.
-        let checked = costed(proxy.addr(), &via_path, Some(&proxy), None, true).await?;
+        let checked = costed(proxy.addr(), &via_path, Some(proxy), None, true).await?;
         let (mut via, mut dir) = (Vec::new(), Vec::new());
         for _ in 0..a.repeat {
-            via.push(costed(proxy.addr(), &via_path, Some(&proxy), None, false).await?);
+            via.push(costed(proxy.addr(), &via_path, Some(proxy), None, false).await?);
             dir.push(costed(addr, &dir_path, None, None, false).await?);
         }
         // One more run each way under `perf stat`, untimed, to count every kind of write
@@ -1638,7 +1675,7 @@ async fn part3(a: &Args) -> Result<()> {
         let perf_out = a.work_dir.join("bench-perf-writes.txt");
         let (split, base) = if n > 0 {
             (
-                costed(proxy.addr(), &via_path, Some(&proxy), Some(&perf_out), false)
+                costed(proxy.addr(), &via_path, Some(proxy), Some(&perf_out), false)
                     .await?
                     .kinds,
                 costed(addr, &dir_path, None, Some(&perf_out), false).await?.kinds,
@@ -1715,25 +1752,27 @@ async fn part3(a: &Args) -> Result<()> {
     if !io {
         println!("     (write syscalls not counted: /proc/PID/io unreadable)");
     }
-    // Lone events.
+    // Lone events, from each double.
     let lone = |ns: &str, group: &str, res: &str| format!("/apis/{group}/v1/namespaces/{ns}/{res}?watch=1");
-    let mut via = lone_latencies(&b, proxy.addr(), &lone(LONE_NS, "kubevirt.io", "virtualmachines")).await?;
+    let via_path = lone(LONE_NS, "kubevirt.io", "virtualmachines");
     let mut dir = lone_latencies(&b, addr, &lone(LONE_NS, GROUP, RESOURCE)).await?;
-    let (mv, md) = (median(&mut via), median(&mut dir));
-    let (xv, xd) = (
-        via.iter().copied().fold(0.0, f64::max),
-        dir.iter().copied().fold(0.0, f64::max),
-    );
+    let md = median(&mut dir);
+    let xd = dir.iter().copied().fold(0.0, f64::max);
     println!(
         "   lone watch event after a {} ms pause ({} rounds), write to arrival: median (max)",
         LONE_PAUSE.as_millis(),
         b.lone_rounds
     );
-    println!(
-        "     through the proxy {mv:.3} ms ({xv:.3})  direct {md:.3} ms ({xd:.3})  added {:+.3} ms (target <= +1 ms: {})",
-        mv - md,
-        verdict(mv - md <= 1.0)
-    );
+    for (upstream, p) in [("HTTP/1.1", &proxy), ("HTTP/2 + TLS", &proxy2)] {
+        let mut via = lone_latencies(&b, p.addr(), &via_path).await?;
+        let mv = median(&mut via);
+        let xv = via.iter().copied().fold(0.0, f64::max);
+        println!(
+            "     through the proxy, upstream {upstream}: {mv:.3} ms ({xv:.3})  direct {md:.3} ms ({xd:.3})  added {:+.3} ms (target <= +1 ms: {})",
+            mv - md,
+            verdict(mv - md <= 1.0)
+        );
+    }
     println!("   load average {}", loadavg());
     Ok(())
 }
