@@ -1,5 +1,6 @@
 //! Streamed responses: LIST and WATCH bodies pumped through the core's push rewriters in a
-//! task, with optional gzip on both sides, bounded items, and clean ends at shutdown.
+//! task, with optional gzip on both sides, bounded items, and clean ends at shutdown; a large
+//! LIST moves to the blocking pool part-way ([`offload`]).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -37,7 +38,7 @@ pub(crate) enum Kind {
     Watch,
 }
 
-pub(super) enum Rewriter<'r> {
+enum Rewriter<'r> {
     List(ListRewriter<'r>),
     Watch(WatchRewriter<'r>),
 }
@@ -117,7 +118,7 @@ impl Rewriter<'_> {
 }
 
 /// Why a stream ends early.
-pub(super) enum Fail {
+enum Fail {
     /// Reset the response.
     Abort(String),
     /// An item or event over the limit: an `ERROR` event for a watch, a reset for a list.
@@ -149,7 +150,7 @@ pub(crate) fn stream(
 }
 
 /// Output side of a stream: optional gzip, then the channel.
-pub(super) struct Out {
+struct Out {
     tx: body::Sender,
     enc: Option<GzEncoder<Vec<u8>>>,
     /// Buffers the client connection has written come back here.
@@ -212,7 +213,7 @@ impl Out {
 }
 
 /// One stream's rewriting: upstream in, through the rewriter, out to the client.
-pub(super) struct Pump {
+struct Pump {
     ctx: Ctx,
     upstream: Body,
     dec: Option<Gunzip>,
