@@ -369,7 +369,8 @@ fn set_name(
 /// `prefix/rest` split at the first `/` (a byte search: names are short).
 #[inline]
 fn split_prefix(name: &str) -> Option<(&str, &str)> {
-    let i = name.bytes().position(|b| b == b'/')?;
+    // memchr: prefixes are ~45 bytes long, where a byte loop was 2% of a LIST's restore.
+    let i = memchr::memchr(b'/', name.as_bytes())?;
     Some((&name[..i], &name[i + 1..]))
 }
 
