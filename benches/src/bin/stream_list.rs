@@ -5,6 +5,7 @@
 //! Usage: `stream_list [--watch] [--rename] < body > out`
 
 use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
 
 use kube_api_rewriter::object::Context;
 use kube_api_rewriter::stream::{ListRewriter, WatchRewriter};
@@ -20,7 +21,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let rules = Rules::builtin_kubevirt();
     let mut input = io::stdin().lock();
-    let mut output = io::stdout().lock();
+    // Stdout itself is line-buffered: it would search every 256 KiB piece for its last newline
+    // (8% of the instructions counted under callgrind). A file on the same descriptor is not.
+    let mut output = std::fs::File::from(io::stdout().as_fd().try_clone_to_owned()?);
     let mut chunk = vec![0u8; 256 * 1024];
     let mut out = Vec::new();
     let mut list = ListRewriter::new(&rules, dir, Context::default());
