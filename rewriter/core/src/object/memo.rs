@@ -4,7 +4,8 @@
 //! same controller carry the same finalizers and the same managedFields key sets (`f:labels`,
 //! `f:annotations`, `f:finalizers`), byte for byte. Such a leaf is rewritten once; later copies
 //! are found by their bytes and get the remembered result. Leaves that usually differ from item
-//! to item (label maps, whose values hold object names) are not remembered.
+//! to item (label maps, whose values hold object names) are not remembered whole; their keys
+//! are, one by one ([`KeyHit`]).
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -18,16 +19,36 @@ const MAX_LEAF: usize = 2048;
 const MAX_BYTES: usize = 1 << 20;
 
 type Map = HashMap<Box<[u8]>, Option<Box<[u8]>>, BuildHasherDefault<WordHasher>>;
+type KeyMap = HashMap<Box<[u8]>, KeyHit, BuildHasherDefault<WordHasher>>;
 
 /// Remembered leaf rewrites of one direction: for each raw leaf, its rewritten bytes (`None`:
-/// unchanged).
+/// unchanged); and for label and annotation keys, what a map entry's key becomes.
 #[derive(Debug, Default)]
 pub(crate) struct Memo {
     maps: [Map; SLOTS],
+    keys: [KeyMap; 2],
     bytes: usize,
 }
 
-const SLOTS: usize = 5;
+const SLOTS: usize = 6;
+
+/// What a label or annotation key (one no `name=value` rule names) becomes.
+#[derive(Debug)]
+pub(crate) struct KeyHit {
+    /// The final name.
+    pub(crate) name: Box<str>,
+    /// The key's replacement (a JSON string, quotes included), if it changes.
+    pub(crate) edit: Option<Box<[u8]>>,
+}
+
+/// The key memo of a map kind.
+fn key_slot(w: Which) -> Option<usize> {
+    match w {
+        Which::Labels => Some(0),
+        Which::Annotations => Some(1),
+        Which::Finalizers => None,
+    }
+}
 
 /// The memo slot of a leaf kind, for kinds worth remembering.
 pub(crate) fn slot(l: Leaf) -> Option<usize> {
@@ -37,6 +58,8 @@ pub(crate) fn slot(l: Leaf) -> Option<usize> {
         Leaf::FieldsValues(Which::Finalizers) => 2,
         Leaf::NameList(Which::Finalizers) => 3,
         Leaf::NameList(Which::Labels) => 4,
+        // managedFields entries' apiVersion: the same few values in every item.
+        Leaf::ApiVersion => 5,
         _ => return None,
     })
 }
@@ -57,12 +80,34 @@ impl Memo {
             return;
         }
         let add = raw.len() + out.as_ref().map_or(0, Vec::len);
+        self.make_room(add);
+        self.maps[slot].insert(raw.into(), out.map(Vec::into_boxed_slice));
+    }
+
+    /// What the raw (unescaped) key `raw` of a `w` map becomes, if remembered.
+    #[inline]
+    pub(crate) fn key(&self, w: Which, raw: &[u8]) -> Option<&KeyHit> {
+        self.keys[key_slot(w)?].get(raw)
+    }
+
+    /// Remembers what the raw key `raw` of a `w` map becomes.
+    pub(crate) fn insert_key(&mut self, w: Which, raw: &[u8], hit: KeyHit) {
+        let Some(slot) = key_slot(w) else { return };
+        if raw.len() > MAX_LEAF {
+            return;
+        }
+        self.make_room(raw.len() + hit.name.len() + hit.edit.as_ref().map_or(0, |e| e.len()));
+        self.keys[slot].insert(raw.into(), hit);
+    }
+
+    /// Starts over when `add` more bytes would take the memo past its bound.
+    fn make_room(&mut self, add: usize) {
         if self.bytes + add > MAX_BYTES {
             self.maps.iter_mut().for_each(Map::clear);
+            self.keys.iter_mut().for_each(KeyMap::clear);
             self.bytes = 0;
         }
         self.bytes += add;
-        self.maps[slot].insert(raw.into(), out.map(Vec::into_boxed_slice));
     }
 }
 
@@ -105,6 +150,61 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains("kubevirt.internal"), "{out}");
+    }
+
+    #[test]
+    fn remembered_label_keys_give_what_a_fresh_walk_gives() {
+        // The same keys item after item: renamed, kept, a `name=value` key whose value changes
+        // (and is once not a string), an escaped spelling, a key that collides once renamed,
+        // and annotations that share a label's key but not its rules.
+        let item = |name: &str, managed_by: &str, extra: &str| {
+            format!(
+                r#"{{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachine","metadata":{{"name":"{name}","labels":{{"kubevirt.internal.virtualization.deckhouse.io/a":"1","app":"x","app.kubernetes.io/managed-by":{managed_by}{extra}}},"annotations":{{"kubevirt.internal.virtualization.deckhouse.io/a":"2","app.kubernetes.io/managed-by":{managed_by}}}}}}}"#
+            )
+        };
+        let items = [
+            item("a", r#""virt-operator-internal-virtualization""#, ""),
+            item("b", "null", ""),
+            item("c", r#""someone-else""#, ""),
+            item(
+                "d",
+                r#""virt-operator-internal-virtualization""#,
+                r#","kubevirt.io/a":"3""#,
+            ),
+            item(
+                "e",
+                r#""kubevirt-operator-internal-virtualization""#,
+                r#","kubevirt.internal.virtualization.deckhouse.io\/b":"4""#,
+            ),
+            item(
+                "f",
+                r#""virt-operator-internal-virtualization""#,
+                r#","kubevirt.internal.virtualization.deckhouse.io/b":"5""#,
+            ),
+        ];
+        let rules = Rules::builtin_kubevirt();
+        let body = format!(
+            r#"{{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachineList","items":[{}]}}"#,
+            items.join(",")
+        );
+        let mut lr = ListRewriter::new(&rules, Direction::Restore, Context::default());
+        let mut out = Vec::new();
+        lr.feed(body.as_bytes(), &mut out).unwrap();
+        lr.finish(&mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        for i in &items {
+            let o = rewrite(&rules, Direction::Restore, i.as_bytes(), &Context::default()).unwrap();
+            let fresh = String::from_utf8(o.bytes().unwrap().to_vec()).unwrap();
+            assert!(out.contains(&fresh), "{fresh}\nnot in\n{out}");
+        }
+        assert!(
+            out.contains(r#""app.kubernetes.io/managed-by":"virt-operator""#),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#""app.kubernetes.io/managed-by":"someone-else""#),
+            "{out}"
+        );
     }
 
     #[test]

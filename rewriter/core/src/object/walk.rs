@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use serde_json::Value;
 
-use super::memo::{self, Memo};
+use super::memo::{self, KeyHit, Memo};
 use crate::Direction;
 use crate::error::Result;
 use crate::json::scan::{needs_escape, quote, write_str};
@@ -334,6 +334,24 @@ impl<'r, 'a> Walker<'r, 'a> {
         entries.clear();
         let mut changed = false;
         while let Some(raw) = self.sc.next_key_raw(&mut first)? {
+            // A key seen before in this stream: its rename is remembered by its bytes.
+            if !raw.escaped
+                && let Some(hit) = self.memo.key(w, raw.raw)
+            {
+                let from = names.len();
+                names.push_str(&hit.name);
+                if let Some(e) = &hit.edit {
+                    self.edits.replace_slice(raw.start, raw.end, e);
+                    changed = true;
+                }
+                let span = self.sc.skip_value()?;
+                entries.push(MapEntry {
+                    name: from..names.len(),
+                    span,
+                    new_value: None,
+                });
+                continue;
+            }
             let key = self.sc.decode(&raw)?;
             let from = names.len();
             if key.text.starts_with('$') {
@@ -348,7 +366,8 @@ impl<'r, 'a> Walker<'r, 'a> {
                 continue;
             }
             // Values matter only to `name=value` rules: decoded only for names that have some.
-            let (vstr, span) = if self.sc.peek()? == b'"' && rules.has_value_rules(&key.text) {
+            let value_rules = rules.has_value_rules(&key.text);
+            let (vstr, span) = if value_rules && self.sc.peek()? == b'"' {
                 let v = self.sc.string()?;
                 let span = (v.start, v.end);
                 (Some(v), span)
@@ -357,17 +376,39 @@ impl<'r, 'a> Walker<'r, 'a> {
             };
             let value_text = vstr.as_ref().map_or("", |v| v.text.as_ref());
             let mut new_value = None;
+            // Remembered unless the value matters (a `name=value` rule names the key).
+            let remember = !raw.escaped && !value_rules;
             match rules.pieces(dir, &key.text, value_text) {
-                None => names.push_str(&key.text),
+                None => {
+                    names.push_str(&key.text);
+                    if remember {
+                        let hit = KeyHit {
+                            name: key.text.as_ref().into(),
+                            edit: None,
+                        };
+                        self.memo.insert_key(w, raw.raw, hit);
+                    }
+                }
                 Some((p, nv)) => {
+                    let name_at = names.len();
                     p.0.iter().for_each(|x| names.push_str(x));
+                    let mut edit = None;
                     if !p.eq_str(&key.text) {
+                        let mark = self.edits.len();
                         if rules.is_plain() && !raw.escaped {
                             self.edits.replace_plain_parts(key.start, key.end, &p.0);
                         } else {
                             self.edits.replace_quoted_parts(key.start, key.end, &p.0);
                         }
+                        edit = self.edits.render_since(mark, self.sc.input(), key.start, key.end);
                         changed = true;
+                    }
+                    if remember {
+                        let hit = KeyHit {
+                            name: names[name_at..].into(),
+                            edit: edit.map(Vec::into_boxed_slice),
+                        };
+                        self.memo.insert_key(w, raw.raw, hit);
                     }
                     if let (Some(v), Some(nv)) = (&vstr, nv)
                         && nv != v.text
