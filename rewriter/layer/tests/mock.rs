@@ -738,6 +738,20 @@ async fn list_through_layer_as(
     (pending, tx)
 }
 
+/// `list` restored whole by the core, as the layer's output must be.
+fn core_restore(list: &[u8]) -> Vec<u8> {
+    let rules = Rules::builtin_kubevirt();
+    let mut out = Vec::new();
+    let mut lr = kube_api_rewriter::ListRewriter::new(
+        &rules,
+        kube_api_rewriter::Direction::Restore,
+        kube_api_rewriter::Context::default(),
+    );
+    lr.feed(list, &mut out).expect("core");
+    lr.finish(&mut out).expect("core");
+    out
+}
+
 async fn answered(pending: tokio::task::JoinHandle<Result<Response<Body>, BoxError>>) -> Body {
     let resp = pending.await.expect("task").expect("response");
     assert_eq!(resp.status(), 200);
@@ -749,15 +763,7 @@ async fn answered(pending: tokio::task::JoinHandle<Result<Response<Body>, BoxErr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_list_comes_out_as_the_core_rewrites_it_whole() {
     let list = large_list(4);
-    let rules = Rules::builtin_kubevirt();
-    let mut want = Vec::new();
-    let mut lr = kube_api_rewriter::ListRewriter::new(
-        &rules,
-        kube_api_rewriter::Direction::Restore,
-        kube_api_rewriter::Context::default(),
-    );
-    lr.feed(&list, &mut want).expect("core");
-    lr.finish(&mut want).expect("core");
+    let want = core_restore(&list);
 
     let (mut svc, mut handle) = layer_with(RewriteLayer::kubevirt());
     let (pending, mut tx) = list_through_layer(&mut svc, &mut handle).await;
@@ -788,15 +794,7 @@ async fn a_large_list_comes_out_as_the_core_rewrites_it_whole() {
 async fn a_large_gzip_list_comes_out_gzipped_as_the_core_rewrites_it_whole() {
     use std::io::{Read as _, Write as _};
     let list = large_list(4);
-    let rules = Rules::builtin_kubevirt();
-    let mut want = Vec::new();
-    let mut lr = kube_api_rewriter::ListRewriter::new(
-        &rules,
-        kube_api_rewriter::Direction::Restore,
-        kube_api_rewriter::Context::default(),
-    );
-    lr.feed(&list, &mut want).expect("core");
-    lr.finish(&mut want).expect("core");
+    let want = core_restore(&list);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&list).expect("gzip");
     let zipped = gz.finish().expect("gzip");

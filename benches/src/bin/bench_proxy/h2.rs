@@ -45,34 +45,17 @@ pub(crate) fn start(b: Arc<Burst>, dir: &Path) -> Result<H2Double> {
     let cert = kube_api_rewriter_tls::ReloadingCert::load(&crt, &key)?;
     let cfg = kube_api_rewriter_tls::server_config(cert, &[b"h2"])?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let addr = l.local_addr()?;
-    l.set_nonblocking(true)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name(THREAD)
-        .enable_all()
-        .build()?;
-    std::thread::Builder::new().name(THREAD.into()).spawn(move || {
-        rt.block_on(async move {
-            let Ok(l) = tokio::net::TcpListener::from_std(l) else {
-                return;
-            };
-            loop {
-                let Ok((s, _)) = l.accept().await else { continue };
-                let _ = s.set_nodelay(true);
-                let (acceptor, b) = (acceptor.clone(), Arc::clone(&b));
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(s).await else { return };
-                    let svc = hyper::service::service_fn(move |req| {
-                        let b = Arc::clone(&b);
-                        async move { Ok::<_, Infallible>(route(&b, &req)) }
-                    });
-                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tls), svc)
-                        .await;
-                });
-            }
+    let addr = super::serve_on_thread(THREAD, move |s| {
+        let (acceptor, b) = (acceptor.clone(), Arc::clone(&b));
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(s).await else { return };
+            let svc = hyper::service::service_fn(move |req| {
+                let b = Arc::clone(&b);
+                async move { Ok::<_, Infallible>(route(&b, &req)) }
+            });
+            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), svc)
+                .await;
         });
     })?;
     Ok(H2Double { addr, ca })

@@ -1269,28 +1269,38 @@ fn burst_fixtures(items: usize, events: usize, lone_rounds: usize) -> Burst {
 
 /// Starts part 3's double on its own runtime thread; returns its address.
 fn start_burst_double(b: Arc<Burst>) -> Result<SocketAddr> {
+    serve_on_thread(DOUBLE_THREAD, move |s| {
+        tokio::spawn(burst_conn(s, Arc::clone(&b)));
+    })
+}
+
+/// Accepts connections on a loopback port in a one-worker runtime on a thread named `name`
+/// (whose socket writes can then be counted apart), handing each to `serve`; returns the
+/// address.
+fn serve_on_thread(
+    name: &'static str,
+    mut serve: impl FnMut(tokio::net::TcpStream) + Send + 'static,
+) -> Result<SocketAddr> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = l.local_addr()?;
     l.set_nonblocking(true)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
-        .thread_name(DOUBLE_THREAD)
+        .thread_name(name)
         .enable_all()
         .build()?;
-    std::thread::Builder::new()
-        .name(DOUBLE_THREAD.into())
-        .spawn(move || {
-            rt.block_on(async move {
-                let Ok(l) = tokio::net::TcpListener::from_std(l) else {
-                    return;
-                };
-                loop {
-                    let Ok((s, _)) = l.accept().await else { continue };
-                    let _ = s.set_nodelay(true);
-                    tokio::spawn(burst_conn(s, Arc::clone(&b)));
-                }
-            });
-        })?;
+    std::thread::Builder::new().name(name.into()).spawn(move || {
+        rt.block_on(async move {
+            let Ok(l) = tokio::net::TcpListener::from_std(l) else {
+                return;
+            };
+            loop {
+                let Ok((s, _)) = l.accept().await else { continue };
+                let _ = s.set_nodelay(true);
+                serve(s);
+            }
+        });
+    })?;
     Ok(addr)
 }
 

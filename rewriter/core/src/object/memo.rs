@@ -124,10 +124,10 @@ mod tests {
         )
     }
 
-    #[test]
-    fn remembered_leaves_give_what_a_fresh_walk_gives() {
+    /// `items` restored as one streamed LIST (the memo carried from item to item), and each
+    /// restored alone.
+    fn streamed_and_alone(items: &[String]) -> (String, Vec<String>) {
         let rules = Rules::builtin_kubevirt();
-        let items = [vm("a", ""), vm("b", ""), vm("c", r#","f:app":{}"#), vm("d", "")];
         let body = format!(
             r#"{{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachineList","items":[{}]}}"#,
             items.join(",")
@@ -136,15 +136,21 @@ mod tests {
         let mut out = Vec::new();
         lr.feed(body.as_bytes(), &mut out).unwrap();
         lr.finish(&mut out).unwrap();
-        let expected: Vec<String> = items
+        let alone = items
             .iter()
             .map(|i| {
                 let o = rewrite(&rules, Direction::Restore, i.as_bytes(), &Context::default()).unwrap();
                 String::from_utf8(o.bytes().unwrap().to_vec()).unwrap()
             })
             .collect();
-        let out = String::from_utf8(out).unwrap();
-        assert!(out.contains(&expected.join(",")), "{out}");
+        (String::from_utf8(out).unwrap(), alone)
+    }
+
+    #[test]
+    fn remembered_leaves_give_what_a_fresh_walk_gives() {
+        let items = [vm("a", ""), vm("b", ""), vm("c", r#","f:app":{}"#), vm("d", "")];
+        let (out, alone) = streamed_and_alone(&items);
+        assert!(out.contains(&alone.join(",")), "{out}");
         assert!(
             out.contains(r#""f:labels":{"f:kubevirt.io/a":{},"f:app":{}}"#),
             "{out}"
@@ -182,21 +188,8 @@ mod tests {
                 r#","kubevirt.internal.virtualization.deckhouse.io/b":"5""#,
             ),
         ];
-        let rules = Rules::builtin_kubevirt();
-        let body = format!(
-            r#"{{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachineList","items":[{}]}}"#,
-            items.join(",")
-        );
-        let mut lr = ListRewriter::new(&rules, Direction::Restore, Context::default());
-        let mut out = Vec::new();
-        lr.feed(body.as_bytes(), &mut out).unwrap();
-        lr.finish(&mut out).unwrap();
-        let out = String::from_utf8(out).unwrap();
-        for i in &items {
-            let o = rewrite(&rules, Direction::Restore, i.as_bytes(), &Context::default()).unwrap();
-            let fresh = String::from_utf8(o.bytes().unwrap().to_vec()).unwrap();
-            assert!(out.contains(&fresh), "{fresh}\nnot in\n{out}");
-        }
+        let (out, alone) = streamed_and_alone(&items);
+        assert!(out.contains(&alone.join(",")), "{alone:?}\nnot in\n{out}");
         assert!(
             out.contains(r#""app.kubernetes.io/managed-by":"virt-operator""#),
             "{out}"
