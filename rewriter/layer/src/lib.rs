@@ -24,6 +24,10 @@
 //! renamed kind, malformed JSON) is answered by the layer itself with a Kubernetes `Status`,
 //! so a kube-rs caller sees `kube::Error::Api` with its code and message.
 //!
+//! Streams run as tasks on the caller's tokio runtime; a LIST body past 1 MiB goes on rewriting
+//! on the runtime's blocking pool, at most one such LIST per core beyond the first at a time, so
+//! the rewrite and the socket copies use different cores.
+//!
 //! The crate is also the HTTP half of the `kube-api-rewriter` sidecar: [`Exchange`] is the one
 //! request-and-response rewrite path the sidecar and the layer share, [`Observe`] its metrics
 //! hook. It never chooses a `k8s-openapi` version and carries no server.
