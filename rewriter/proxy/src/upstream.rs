@@ -6,10 +6,15 @@
 //! that budget another connection opens, so 1,000 watches never queue behind each other, and a
 //! burst of requests on a new one makes one TLS handshake, not one each.
 //! Upgrade requests (exec, attach, port-forward, proxy) take a client that offers only
-//! HTTP/1.1, since an HTTP/2 stream cannot carry an `Upgrade`.
+//! HTTP/1.1, since an HTTP/2 stream cannot carry an `Upgrade`. So do watches, up to
+//! [`MAX_OWN_WATCHES`] at once, each on a connection that its body drives (`driven.rs`):
+//! through a pooled HTTP/2 connection every event is handed from the connection's task to the
+//! reading one, and a burst went out in batches of a few dozen events (35-78 write syscalls per
+//! 1,000 events, against 9-16 on a connection of its own, in part 3 of the proxy benchmark).
+//! Watches beyond that share the lanes, so the connections to kube-apiserver stay bounded.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -142,6 +147,13 @@ const STREAM_WINDOW: u32 = 1 << 20;
 /// Times a bodiless GET is sent again after its upstream connection failed before the head.
 pub const SEND_RETRIES: usize = 2;
 
+/// Watches on upstream connections of their own at once; further ones share the pooled lanes.
+pub const MAX_OWN_WATCHES: usize = 100;
+
+/// How long watches go through the pool after a watch's own connection failed before its
+/// response head (upstream down, or offering only HTTP/2); then one tries again.
+pub const OWN_WATCH_RETRY: Duration = Duration::from_secs(60);
+
 /// A request head for sending again (extensions are not carried: none are read upstream).
 fn clone_parts(p: &http::request::Parts) -> http::request::Parts {
     let (mut out, ()) = Request::new(()).into_parts();
@@ -163,9 +175,12 @@ pub struct Upstream {
     upgrade_client: HttpsClient,
     /// Connections that offer only HTTP/1.1 (upgrades, watches on their own connection).
     h1_connector: HttpsConnector<HttpConnector>,
-    /// Upstream answers in HTTP/1.1 (plain HTTP, or a pooled response came back so): watches
-    /// then take a connection of their own (`driven.rs`).
-    speaks_h1: AtomicBool,
+    /// When a watch's own connection last failed before its response head: watches then go
+    /// through the pool for [`OWN_WATCH_RETRY`] (an upstream that offers only HTTP/2 refuses
+    /// every such connection, and each refusal costs a TLS handshake).
+    own_watch_failed: Mutex<Option<Instant>>,
+    /// Watches on connections of their own now (at most [`MAX_OWN_WATCHES`]).
+    own_watches: Arc<AtomicUsize>,
     auth: Auth,
     /// The kubeconfig's impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`) as headers.
     impersonate: Vec<(http::HeaderName, HeaderValue)>,
@@ -325,7 +340,8 @@ impl Upstream {
             .pool_max_idle_per_host(0)
             .build(h1_connector.clone());
         Ok(Upstream {
-            speaks_h1: AtomicBool::new(scheme == http::uri::Scheme::HTTP),
+            own_watch_failed: Mutex::new(None),
+            own_watches: Arc::default(),
             h1_connector,
             scheme,
             authority,
@@ -425,12 +441,7 @@ impl Upstream {
                 }
             };
             match sent {
-                Ok(resp) => {
-                    if resp.version() <= http::Version::HTTP_11 {
-                        self.speaks_h1.store(true, Ordering::Relaxed);
-                    }
-                    return Ok(resp.map(|b| UpstreamBody::new(b, Box::new(slot), stall)));
-                }
+                Ok(resp) => return Ok(resp.map(|b| UpstreamBody::new(b, Box::new(slot), stall))),
                 Err(e) if again && tries < SEND_RETRIES => {
                     tries += 1;
                     tracing::info!(error = %e, tries, "upstream connection failed before the response head; sending the GET again");
@@ -440,29 +451,48 @@ impl Upstream {
         }
     }
 
-    /// Sends a watch: like [`Upstream::send`] without a stall timeout, but when upstream
-    /// speaks HTTP/1.1 over a connection of its own that the response body drives, so a burst
-    /// of events is read without a task hand-off per event (`driven.rs`). Upstream over
-    /// HTTP/2 keeps the pooled, multiplexed connections (an HTTP/2 body buffers the frames that
-    /// have arrived). When that connection fails before the response head, the watch goes the
-    /// pooled way.
+    /// Sends a watch: like [`Upstream::send`] without a stall timeout, but over an HTTP/1.1
+    /// connection of its own that the response body drives, so a burst of events is read and
+    /// rewritten without a task hand-off per event (`driven.rs`). The pooled way instead for a
+    /// watch with a body, past [`MAX_OWN_WATCHES`], within [`OWN_WATCH_RETRY`] of such a
+    /// connection failing before its response head, and for the watch whose connection failed.
     pub async fn send_watch(
         &self,
         req: Request<Body>,
     ) -> Result<Response<UpstreamBody>, hyper_util::client::legacy::Error> {
         use http_body::Body as _;
-        if !self.speaks_h1.load(Ordering::Relaxed) || !req.body().is_end_stream() {
+        if !req.body().is_end_stream() || self.own_watch_failed_recently() {
             return self.send(req, None).await;
         }
+        let Some(own) = OwnWatch::take(&self.own_watches) else {
+            return self.send(req, None).await;
+        };
         let (parts, body) = req.into_parts();
         let again = Request::from_parts(clone_parts(&parts), kube_api_rewriter_layer::body::empty());
         match crate::driven::send(&self.h1_connector, Request::from_parts(parts, body)).await {
-            Ok(resp) => Ok(resp.map(|b| UpstreamBody::new(b, Box::new(()), None))),
+            Ok(resp) => Ok(resp.map(|b| UpstreamBody::new(b, Box::new(own), None))),
             Err(e) => {
-                tracing::info!(error = %e, "watch connection failed before the response head; sending it over the pool");
+                drop(own);
+                tracing::info!(error = %e, retry_in_s = OWN_WATCH_RETRY.as_secs(), "watch connection failed before the response head; watches go over the pool meanwhile");
+                if let Ok(mut f) = self.own_watch_failed.lock() {
+                    *f = Some(Instant::now());
+                }
                 self.send(again, None).await
             }
         }
+    }
+
+    /// Whether a watch's own connection failed less than [`OWN_WATCH_RETRY`] ago.
+    fn own_watch_failed_recently(&self) -> bool {
+        self.own_watch_failed
+            .lock()
+            .map(|f| f.is_some_and(|t| t.elapsed() < OWN_WATCH_RETRY))
+            .unwrap_or(false)
+    }
+
+    /// Watches on connections of their own now.
+    pub fn own_watches(&self) -> usize {
+        self.own_watches.load(Ordering::Relaxed)
     }
 
     /// Sends an upgrade request over its own HTTP/1.1 connection.
@@ -471,6 +501,28 @@ impl Upstream {
         req: Request<Body>,
     ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
         self.upgrade_client.request(req).await
+    }
+}
+
+/// One of the [`MAX_OWN_WATCHES`] places for a watch on a connection of its own, given back
+/// when the watch's body ends or is dropped.
+struct OwnWatch(Arc<AtomicUsize>);
+
+impl OwnWatch {
+    /// A place, if one is free.
+    fn take(count: &Arc<AtomicUsize>) -> Option<OwnWatch> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_OWN_WATCHES).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| OwnWatch(Arc::clone(count)))
+    }
+}
+
+impl Drop for OwnWatch {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -6,6 +6,7 @@ use std::convert::Infallible;
 use std::io::Read as _;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_api_rewriter_proxy::tls::{self, ReloadingCert};
+use kube_api_rewriter_proxy::upstream::Upstream;
 use kube_api_rewriter_testkit::*;
 use tokio_rustls::TlsAcceptor;
 
@@ -271,15 +273,35 @@ fn self_signed(dir: &Path, cn: &str) -> (std::path::PathBuf, std::path::PathBuf)
 
 /// An in-process TLS server (HTTP/2 and HTTP/1.1 by ALPN) answering with `handler`.
 fn tls_double(dir: &Path, handler: Handler) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+    let (addr, seen, _) = tls_double_serving(dir, handler, false);
+    (addr, seen)
+}
+
+/// [`tls_double`], or with `h2_only` one that speaks (and offers by ALPN) only HTTP/2; also
+/// counts the connections it accepted.
+fn tls_double_serving(
+    dir: &Path,
+    handler: Handler,
+    h2_only: bool,
+) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>, Arc<AtomicUsize>) {
     tls::install_default_provider();
     let (crt, key) = self_signed(dir, "double");
     let rc = ReloadingCert::load(&crt, &key).expect("certificate");
-    let acc = TlsAcceptor::from(Arc::new(tls::server_config(rc).expect("server config")));
+    let protocols: &[&[u8]] = if h2_only {
+        &[b"h2"]
+    } else {
+        kube_api_rewriter_tls::ALPN_H2_HTTP1
+    };
+    let cfg = kube_api_rewriter_tls::server_config(rc, protocols).expect("server config");
+    let acc = TlsAcceptor::from(Arc::new(cfg));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen2 = Arc::clone(&seen);
+    let conns = Arc::new(AtomicUsize::new(0));
+    let conns2 = Arc::clone(&conns);
     let port = spawn_double(move |s| {
-        let (acc, seen) = (acc.clone(), Arc::clone(&seen2));
+        let (acc, seen, conns) = (acc.clone(), Arc::clone(&seen2), Arc::clone(&conns2));
         async move {
+            conns.fetch_add(1, Ordering::SeqCst);
             let Ok(s) = acc.accept(s).await else { return };
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let seen = Arc::clone(&seen);
@@ -302,13 +324,15 @@ fn tls_double(dir: &Path, handler: Handler) -> (SocketAddr, Arc<Mutex<Vec<Seen>>
                     Ok::<_, Infallible>(r)
                 }
             });
-            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(s), svc)
-                .await;
+            let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if h2_only {
+                b = b.http2_only();
+            }
+            let _ = b.serve_connection(TokioIo::new(s), svc).await;
         }
     });
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    (addr, seen)
+    (addr, seen, conns)
 }
 
 fn h2_handler(s: &Seen) -> (StatusCode, String) {
@@ -317,6 +341,12 @@ fn h2_handler(s: &Seen) -> (StatusCode, String) {
         return (
             StatusCode::BAD_REQUEST,
             r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":400}"#.into(),
+        );
+    }
+    if s.path.contains("watch=1") {
+        return (
+            StatusCode::OK,
+            "{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"}}}\n".into(),
         );
     }
     (
@@ -328,7 +358,7 @@ fn h2_handler(s: &Seen) -> (StatusCode, String) {
 #[test]
 fn http2_to_an_upstream_that_offers_it() {
     let dir = temp_dir("h2");
-    let (addr, seen) = tls_double(&dir.join("double"), h2_handler);
+    let (addr, seen_shared) = tls_double(&dir.join("double"), h2_handler);
     let kc = dir.join("double.kubeconfig");
     std::fs::write(
         &kc,
@@ -351,13 +381,115 @@ fn http2_to_an_upstream_that_offers_it() {
         String::from_utf8_lossy(&o.stdout).contains("\"code\":400"),
         "{o:?}"
     );
-    let seen = seen.lock().expect("lock").clone();
+    let seen = seen_now(&seen_shared);
     let cm: Vec<_> = seen.iter().filter(|s| s.path.contains("/configmaps")).collect();
     assert_eq!(cm.len(), 1, "{seen:?}");
     assert_eq!(cm[0].version, http::Version::HTTP_2, "{seen:?}");
     let exec: Vec<_> = seen.iter().filter(|s| s.path.contains("/exec")).collect();
     assert_eq!(exec.len(), 1, "{seen:?}");
     assert_eq!(exec[0].version, http::Version::HTTP_11, "{seen:?}");
+    // Watches too: each on a connection of its own that the body drives, whose burst of
+    // events is read and rewritten in one go rather than handed over event by event.
+    let s = ok(&curl(&[
+        "-sS",
+        "--http1.1",
+        &p.url("/api/v1/namespaces/default/configmaps?watch=1"),
+    ]));
+    assert!(s.contains(r#""name":"a""#), "{s}");
+    let seen = seen_now(&seen_shared);
+    let w: Vec<_> = seen.iter().filter(|s| s.path.contains("watch=1")).collect();
+    assert_eq!(w.len(), 1, "{seen:?}");
+    assert_eq!(w[0].version, http::Version::HTTP_11, "{seen:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn seen_now(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
+    seen.lock().expect("lock").clone()
+}
+
+/// A kubeconfig-less [`Upstream`] for the TLS double at `addr` (its certificate not checked),
+/// and a runtime to use it on.
+fn upstream_for(addr: SocketAddr) -> (tokio::runtime::Runtime, Arc<Upstream>) {
+    let mut cfg = kube::Config::new(format!("https://{addr}").parse().expect("url"));
+    cfg.accept_invalid_certs = true;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let up = rt.block_on(async { Arc::new(Upstream::from_kube_config(cfg).expect("upstream")) });
+    (rt, up)
+}
+
+fn watch_request(up: &Upstream, i: usize) -> Request<kube_api_rewriter_layer::Body> {
+    Request::get(
+        up.uri(&format!("/api/v1/namespaces/n{i}/configmaps?watch=1"))
+            .expect("uri"),
+    )
+    .body(kube_api_rewriter_layer::body::empty())
+    .expect("request")
+}
+
+/// An upstream that speaks only HTTP/2 fails the HTTP/1.1 connection a watch asks for: that
+/// watch is still answered, over the pool, and the next one does not knock again.
+#[test]
+fn watches_to_an_upstream_speaking_only_http2_go_through_the_pool() {
+    let dir = temp_dir("h2-only");
+    let (addr, seen, conns) = tls_double_serving(&dir, h2_handler, true);
+    let (rt, up) = upstream_for(addr);
+    rt.block_on(async {
+        for i in 0..2 {
+            let resp = up.send_watch(watch_request(&up, i)).await.expect("answered");
+            assert_eq!(resp.status(), StatusCode::OK);
+            let b = resp.into_body().collect().await.expect("body").to_bytes();
+            assert!(b.starts_with(br#"{"type":"ADDED""#), "{b:?}");
+        }
+    });
+    let seen = seen_now(&seen);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter().all(|s| s.version == http::Version::HTTP_2),
+        "{seen:?}"
+    );
+    assert_eq!(
+        conns.load(Ordering::SeqCst),
+        2,
+        "one failed HTTP/1.1 connection and one pooled HTTP/2 connection: after the failure, watches keep to the pool for a while"
+    );
+    assert_eq!(up.own_watches(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// At most `MAX_OWN_WATCHES` watches hold a connection of their own; the next shares the
+/// pooled HTTP/2 connections, and every place comes back when its watch ends.
+#[test]
+fn own_watch_connections_are_bounded_and_given_back() {
+    use kube_api_rewriter_proxy::upstream::MAX_OWN_WATCHES;
+    let dir = temp_dir("own-watches");
+    let (addr, seen) = tls_double(&dir, h2_handler);
+    let (rt, up) = upstream_for(addr);
+    rt.block_on(async {
+        let mut held = Vec::new();
+        for i in 0..=MAX_OWN_WATCHES {
+            let resp = up.send_watch(watch_request(&up, i)).await.expect("answered");
+            assert_eq!(resp.status(), StatusCode::OK);
+            held.push(resp);
+        }
+        assert_eq!(up.own_watches(), MAX_OWN_WATCHES);
+        // One read to its end: that watch's place is free again.
+        let first = held.remove(0);
+        first.into_body().collect().await.expect("body");
+        assert_eq!(up.own_watches(), MAX_OWN_WATCHES - 1);
+        drop(held);
+        assert_eq!(up.own_watches(), 0);
+    });
+    let seen = seen_now(&seen);
+    let by = |v| seen.iter().filter(|s| s.version == v).count();
+    assert_eq!(
+        (by(http::Version::HTTP_11), by(http::Version::HTTP_2)),
+        (MAX_OWN_WATCHES, 1),
+        "watches on their own HTTP/1.1 connections, and one over the pool"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -489,7 +621,6 @@ struct Held {
 /// answer only once all 300 have arrived (as watches never free their stream): a hang.
 #[test]
 fn long_requests_beyond_one_connections_stream_limit_are_all_answered() {
-    use kube_api_rewriter_proxy::upstream::Upstream;
     const N: usize = 300;
     tls::install_default_provider();
     let dir = temp_dir("lanes");
@@ -590,7 +721,6 @@ fn long_requests_beyond_one_connections_stream_limit_are_all_answered() {
 /// GET and a watch are answered.
 #[test]
 fn a_get_whose_connection_breaks_before_the_head_is_sent_again() {
-    use kube_api_rewriter_proxy::upstream::Upstream;
     tls::install_default_provider();
     let dir = temp_dir("retry");
     let (crt, key) = self_signed(&dir, "double");
