@@ -1,7 +1,8 @@
-//! Part 3's upstream double over HTTP/2 and TLS (ALPN `h2`), the way kube-apiserver serves the
-//! proxy in a cluster: every watch event its own DATA frame, a burst of them as fast as flow
-//! control lets them go. The proxy reaches such an upstream through its pooled HTTP/2 lanes, not
-//! the dedicated HTTP/1.1 connection a watch gets from an HTTP/1.1 upstream.
+//! Part 3's upstream double over TLS, the way kube-apiserver serves the proxy in a cluster: it
+//! offers HTTP/2 and HTTP/1.1 by ALPN, and over HTTP/2 every watch event is its own DATA frame,
+//! a burst of them as fast as flow control lets them go. The proxy's watches take an HTTP/1.1
+//! connection each from it; ordinary requests share the pooled HTTP/2 lanes. Started
+//! `h2_only`, it speaks (and offers) only HTTP/2, so the watches too go through the lanes.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -20,8 +21,10 @@ use tokio::sync::mpsc;
 
 use super::{Burst, LONE_NS, LONE_PAUSE, RESOURCE, Result};
 
-/// The double's thread (its socket writes are the direct baseline's, when counted).
-pub(crate) const THREAD: &str = "burst-double-h2";
+/// The double's thread (Linux keeps 15 bytes of a thread's name).
+pub(crate) const THREAD: &str = "burst-tls";
+/// The thread of the double that speaks only HTTP/2.
+pub(crate) const THREAD_H2_ONLY: &str = "burst-h2-only";
 
 type DBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
@@ -32,7 +35,8 @@ pub(crate) struct H2Double {
 }
 
 /// Starts the double on its own runtime thread, with a certificate made in `dir`.
-pub(crate) fn start(b: Arc<Burst>, dir: &Path) -> Result<H2Double> {
+pub(crate) fn start(b: Arc<Burst>, dir: &Path, h2_only: bool) -> Result<H2Double> {
+    std::fs::create_dir_all(dir)?;
     let (ca, ca_key) = kube_api_rewriter_testkit::make_ca(dir, "bench-double-ca");
     let (crt, key) = kube_api_rewriter_testkit::signed_cert(
         dir,
@@ -43,9 +47,14 @@ pub(crate) fn start(b: Arc<Burst>, dir: &Path) -> Result<H2Double> {
         &ca_key,
     );
     let cert = kube_api_rewriter_tls::ReloadingCert::load(&crt, &key)?;
-    let cfg = kube_api_rewriter_tls::server_config(cert, &[b"h2"])?;
+    let protocols: &[&[u8]] = if h2_only {
+        &[b"h2"]
+    } else {
+        kube_api_rewriter_tls::ALPN_H2_HTTP1
+    };
+    let cfg = kube_api_rewriter_tls::server_config(cert, protocols)?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let addr = super::serve_on_thread(THREAD, move |s| {
+    let addr = super::serve_on_thread(if h2_only { THREAD_H2_ONLY } else { THREAD }, move |s| {
         let (acceptor, b) = (acceptor.clone(), Arc::clone(&b));
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(s).await else { return };
@@ -53,9 +62,11 @@ pub(crate) fn start(b: Arc<Burst>, dir: &Path) -> Result<H2Double> {
                 let b = Arc::clone(&b);
                 async move { Ok::<_, Infallible>(route(&b, &req)) }
             });
-            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), svc)
-                .await;
+            let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if h2_only {
+                b = b.http2_only();
+            }
+            let _ = b.serve_connection(TokioIo::new(tls), svc).await;
         });
     })?;
     Ok(H2Double { addr, ca })

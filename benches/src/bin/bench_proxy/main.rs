@@ -24,7 +24,10 @@
 //! untimed watch each way under `perf stat` on the syscall tracepoints that counts every kind
 //! of write (send/sendto too) and tells the proxy's socket writes from its eventfd wake-ups
 //! (and gives the double's socket writes as the direct baseline); then the time from the
-//! double writing a lone watch event after an idle pause to the client receiving it.
+//! double writing a lone watch event after an idle pause to the client receiving it. The
+//! watches run again from two TLS doubles (`h2.rs`): one offering HTTP/2 and HTTP/1.1 as
+//! kube-apiserver does (the proxy's watches take an HTTP/1.1 connection each), one speaking
+//! only HTTP/2 (the watches share the pooled HTTP/2 lanes).
 //! `--only burst` runs just this part (without `--kubeconfig`).
 //!
 //! Everything binds 127.0.0.1, every loop is bounded, and the proxies started here are stopped
@@ -1639,8 +1642,11 @@ async fn part3(a: &Args) -> Result<()> {
     let addr = start_burst_double(Arc::clone(&b))?;
     let proxy = proxy_for_double(a, addr, "burst", None).await?;
     // The same events from an upstream that speaks HTTP/2 over TLS, as kube-apiserver does.
-    let d2 = h2::start(Arc::clone(&b), &a.work_dir)?;
-    let proxy2 = proxy_for_double(a, d2.addr, "burst-h2", Some(&d2.ca)).await?;
+    let d2 = h2::start(Arc::clone(&b), &a.work_dir, false)?;
+    let proxy2 = proxy_for_double(a, d2.addr, "burst-tls", Some(&d2.ca)).await?;
+    // And from one that speaks only HTTP/2: the watches too go through the pooled lanes.
+    let d3 = h2::start(Arc::clone(&b), &a.work_dir.join("h2-only"), true)?;
+    let proxy3 = proxy_for_double(a, d3.addr, "burst-h2-only", Some(&d3.ca)).await?;
     let io = syscw(proxy.child.id()).is_some();
     let gb = |c: &Costed| c.read.bytes as f64 / 1e9;
     let watch_via = format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?watch=1");
@@ -1662,13 +1668,23 @@ async fn part3(a: &Args) -> Result<()> {
         ),
         (
             format!(
-                "watch, {} events, upstream over HTTP/2 + TLS (direct: the HTTP/1.1 double, plain)",
+                "watch, {} events, upstream over TLS offering HTTP/2 and HTTP/1.1 as kube-apiserver does (direct: the HTTP/1.1 double, plain)",
+                b.events
+            ),
+            b.events,
+            watch_via.clone(),
+            watch_dir.clone(),
+            &proxy2,
+        ),
+        (
+            format!(
+                "watch, {} events, upstream over TLS speaking only HTTP/2: the pooled lanes (direct: the HTTP/1.1 double, plain)",
                 b.events
             ),
             b.events,
             watch_via,
             watch_dir,
-            &proxy2,
+            &proxy3,
         ),
     ] {
         // One untimed run checks that nothing renamed reaches the client, so that the timed
@@ -1773,7 +1789,11 @@ async fn part3(a: &Args) -> Result<()> {
         LONE_PAUSE.as_millis(),
         b.lone_rounds
     );
-    for (upstream, p) in [("HTTP/1.1", &proxy), ("HTTP/2 + TLS", &proxy2)] {
+    for (upstream, p) in [
+        ("HTTP/1.1", &proxy),
+        ("TLS, HTTP/2 and HTTP/1.1", &proxy2),
+        ("TLS, HTTP/2 only", &proxy3),
+    ] {
         let mut via = lone_latencies(&b, p.addr(), &via_path).await?;
         let mv = median(&mut via);
         let xv = via.iter().copied().fold(0.0, f64::max);
