@@ -601,7 +601,10 @@ async fn phases(
     let upstream = kube_api_rewriter_testkit::tcp_timers(None, api_port).len();
     fig.put(
         "upstream connections to kube-apiserver (proxy + 1 kubectl)",
-        format!("{upstream} for {} watches (at most 100 streams each)", s.watches),
+        format!(
+            "{upstream} for {} watches (up to 100 on a connection each, the rest at most 100 streams per connection)",
+            s.watches
+        ),
     );
 
     // ---- 2. restart
