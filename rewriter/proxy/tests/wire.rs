@@ -670,15 +670,8 @@ fn long_requests_beyond_one_connections_stream_limit_are_all_answered() {
             let _ = b.serve_connection(TokioIo::new(s), svc).await;
         }
     });
-    let mut cfg = kube::Config::new(format!("https://127.0.0.1:{port}").parse().expect("url"));
-    cfg.accept_invalid_certs = true;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (rt, up) = upstream_for(SocketAddr::from(([127, 0, 0, 1], port)));
     let answered = rt.block_on(async move {
-        let up = Arc::new(Upstream::from_kube_config(cfg).expect("upstream"));
         let tasks: Vec<_> = (0..N)
             .map(|i| {
                 let up = Arc::clone(&up);
@@ -745,15 +738,8 @@ fn a_get_whose_connection_breaks_before_the_head_is_sent_again() {
                 .await;
         }
     });
-    let mut cfg = kube::Config::new(format!("https://127.0.0.1:{port}").parse().expect("url"));
-    cfg.accept_invalid_certs = true;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (rt, up) = upstream_for(SocketAddr::from(([127, 0, 0, 1], port)));
     rt.block_on(async move {
-        let up = Upstream::from_kube_config(cfg).expect("upstream");
         for path in ["/api/v1/namespaces/default/pods", "/api/v1/pods?watch=1"] {
             let req = Request::get(up.uri(path).expect("uri"))
                 .body(kube_api_rewriter_layer::body::empty())
