@@ -147,6 +147,9 @@ const STREAM_WINDOW: u32 = 1 << 20;
 /// Times a bodiless GET is sent again after its upstream connection failed before the head.
 pub const SEND_RETRIES: usize = 2;
 
+/// Unanswered TCP keep-alive probes before an upstream connection is given up.
+const UPSTREAM_KEEPALIVE_PROBES: u32 = 3;
+
 /// Watches on upstream connections of their own at once; further ones share the pooled lanes.
 pub const MAX_OWN_WATCHES: usize = 100;
 
@@ -306,6 +309,9 @@ impl Upstream {
             http.set_nodelay(true);
             http.set_keepalive(Some(crate::server::KEEPALIVE_TIME));
             http.set_keepalive_interval(Some(crate::server::KEEPALIVE_INTERVAL));
+            // A quiet watch on a connection of its own learns of a dead upstream only from
+            // these probes: 30 s + 3 x 10 s, not Linux's 9 (HTTP/2 lanes also ping).
+            http.set_keepalive_retries(Some(UPSTREAM_KEEPALIVE_PROBES));
             http.set_connect_timeout(Some(Duration::from_secs(10)));
             let b = hyper_rustls::HttpsConnectorBuilder::new()
                 .with_tls_config(tls_config.clone())
