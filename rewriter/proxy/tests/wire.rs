@@ -343,6 +343,9 @@ fn h2_handler(s: &Seen) -> (StatusCode, String) {
             r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":400}"#.into(),
         );
     }
+    if s.path.ends_with("/big") {
+        return (StatusCode::OK, "x".repeat(BIG_BODY));
+    }
     if s.path.contains("watch=1") {
         return (
             StatusCode::OK,
@@ -428,6 +431,37 @@ fn watch_request(up: &Upstream, i: usize) -> Request<kube_api_rewriter_layer::Bo
     )
     .body(kube_api_rewriter_layer::body::empty())
     .expect("request")
+}
+
+/// The body `h2_handler` answers `/big` with.
+const BIG_BODY: usize = 2 << 20;
+
+/// A large body from an HTTP/2 upstream comes in frames of up to the proxy's announced size,
+/// not the protocol's default 16 KiB (each frame is taken and written on its own).
+#[test]
+fn http2_upstreams_send_large_bodies_in_large_frames() {
+    use http_body::Body as _;
+    let dir = temp_dir("h2-frames");
+    let (addr, seen) = tls_double(&dir, h2_handler);
+    let (rt, up) = upstream_for(addr);
+    let (total, largest) = rt.block_on(async {
+        let req = Request::get(up.uri("/api/v1/big").expect("uri"))
+            .body(kube_api_rewriter_layer::body::empty())
+            .expect("request");
+        let mut body = up.send(req, None).await.expect("answered").into_body();
+        let (mut total, mut largest) = (0, 0);
+        while let Some(f) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+            if let Ok(d) = f.expect("frame").into_data() {
+                total += d.len();
+                largest = largest.max(d.len());
+            }
+        }
+        (total, largest)
+    });
+    assert_eq!(seen_now(&seen)[0].version, http::Version::HTTP_2);
+    assert_eq!(total, BIG_BODY);
+    assert!(largest > 64 << 10, "largest DATA frame {largest} bytes");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// An upstream that speaks only HTTP/2 fails the HTTP/1.1 connection a watch asks for: that
