@@ -1651,6 +1651,8 @@ async fn part3(a: &Args) -> Result<()> {
     let gb = |c: &Costed| c.read.bytes as f64 / 1e9;
     let watch_via = format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?watch=1");
     let watch_dir = format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}?watch=1");
+    let list_via = format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines");
+    let list_dir = format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}");
     for (what, n, via_path, dir_path, proxy) in [
         (
             format!("watch, {} events", b.events),
@@ -1662,9 +1664,19 @@ async fn part3(a: &Args) -> Result<()> {
         (
             format!("rewritten LIST, {} VMs", b.items),
             0,
-            format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines"),
-            format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}"),
+            list_via.clone(),
+            list_dir.clone(),
             &proxy,
+        ),
+        (
+            format!(
+                "rewritten LIST, {} VMs, upstream over TLS and HTTP/2 as from kube-apiserver (direct: the HTTP/1.1 double, plain)",
+                b.items
+            ),
+            0,
+            list_via,
+            list_dir,
+            &proxy2,
         ),
         (
             format!(
