@@ -26,8 +26,9 @@
 //! (and gives the double's socket writes as the direct baseline); then the time from the
 //! double writing a lone watch event after an idle pause to the client receiving it. The
 //! watches run again from two TLS doubles (`h2.rs`): one offering HTTP/2 and HTTP/1.1 as
-//! kube-apiserver does (the proxy's watches take an HTTP/1.1 connection each), one speaking
-//! only HTTP/2 (the watches share the pooled HTTP/2 lanes).
+//! kube-apiserver does (the proxy's watches take an HTTP/1.1 connection each; the LIST runs
+//! from it too, over the pooled HTTP/2 lanes), one speaking only HTTP/2 (the watches share the
+//! lanes).
 //! `--only burst` runs just this part (without `--kubeconfig`).
 //!
 //! Everything binds 127.0.0.1, every loop is bounded, and the proxies started here are stopped
