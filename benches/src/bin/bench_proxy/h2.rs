@@ -62,11 +62,11 @@ pub(crate) fn start(b: Arc<Burst>, dir: &Path, h2_only: bool) -> Result<H2Double
                 let b = Arc::clone(&b);
                 async move { Ok::<_, Infallible>(route(&b, &req)) }
             });
-            let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut server = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             if h2_only {
-                b = b.http2_only();
+                server = server.http2_only();
             }
-            let _ = b.serve_connection(TokioIo::new(tls), svc).await;
+            let _ = server.serve_connection(TokioIo::new(tls), svc).await;
         });
     })?;
     Ok(H2Double { addr, ca })
