@@ -324,11 +324,11 @@ fn tls_double_serving(
                     Ok::<_, Infallible>(r)
                 }
             });
-            let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut server = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             if h2_only {
-                b = b.http2_only();
+                server = server.http2_only();
             }
-            let _ = b.serve_connection(TokioIo::new(s), svc).await;
+            let _ = server.serve_connection(TokioIo::new(s), svc).await;
         }
     });
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -440,7 +440,6 @@ const BIG_BODY: usize = 2 << 20;
 /// not the protocol's default 16 KiB (each frame is taken and written on its own).
 #[test]
 fn http2_upstreams_send_large_bodies_in_large_frames() {
-    use http_body::Body as _;
     let dir = temp_dir("h2-frames");
     let (addr, seen) = tls_double(&dir, h2_handler);
     let (rt, up) = upstream_for(addr);
@@ -450,7 +449,7 @@ fn http2_upstreams_send_large_bodies_in_large_frames() {
             .expect("request");
         let mut body = up.send(req, None).await.expect("answered").into_body();
         let (mut total, mut largest) = (0, 0);
-        while let Some(f) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+        while let Some(f) = body.frame().await {
             if let Ok(d) = f.expect("frame").into_data() {
                 total += d.len();
                 largest = largest.max(d.len());
