@@ -624,20 +624,24 @@ impl<'a> Scanner<'a> {
         res
     }
 
-    fn literal(&mut self, lit: &'static [u8]) -> Result<()> {
-        let end = self.pos + lit.len();
-        if self.buf.len() < end {
-            if lit.starts_with(&self.buf[self.pos..]) {
-                self.pos = self.buf.len();
-                return Err(self.eof());
+    /// Moves past `lit`. Sized, so the compare is a word compare rather than a `memcmp` call
+    /// (1% of a LIST's restore in the profile, for four bytes at a time); kept out of line, off
+    /// the skip loop's registers.
+    #[inline(never)]
+    fn literal<const N: usize>(&mut self, lit: &[u8; N]) -> Result<()> {
+        let end = self.pos + N;
+        match self.buf.get(self.pos..end).map(<&[u8; N]>::try_from) {
+            Some(Ok(b)) if b == lit => {
+                self.pos = end;
+                Ok(())
             }
-            return Err(self.err("expected a value"));
+            Some(_) => Err(self.err("expected a value")),
+            None if lit.starts_with(&self.buf[self.pos..]) => {
+                self.pos = self.buf.len();
+                Err(self.eof())
+            }
+            None => Err(self.err("expected a value")),
         }
-        if &self.buf[self.pos..end] != lit {
-            return Err(self.err("expected a value"));
-        }
-        self.pos = end;
-        Ok(())
     }
 
     fn digits(&mut self) -> usize {
