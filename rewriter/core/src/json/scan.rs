@@ -483,13 +483,6 @@ impl<'a> Scanner<'a> {
         let mut level: u32 = 0;
         // Levels this call may open: what the register holds, or fewer near the limit.
         let room = (REGISTER_LEVELS - 1).min(MAX_SKIP_DEPTH.saturating_sub(self.depth));
-        macro_rules! ws {
-            () => {
-                if let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
-                    pos = skip_ws(buf, pos);
-                }
-            };
-        }
         // Moves past the string at `pos` (its opening quote).
         macro_rules! string {
             () => {{
@@ -503,37 +496,40 @@ impl<'a> Scanner<'a> {
                 }
             }};
         }
-        // Fails unless the byte at `pos` is `b` (at the end of the input: more is needed).
+        // Fails unless the byte at `pos`, after any whitespace, is `b` (at the end of the input:
+        // more is needed). Compact JSON (what kube-apiserver sends) has no whitespace, so the
+        // byte is compared first and whitespace looked for only when it differs.
         macro_rules! need {
             ($b:expr, $msg:expr) => {
                 if buf.get(pos) != Some(&$b) {
-                    self.pos = pos;
-                    return Err(if pos == buf.len() {
-                        self.eof()
-                    } else {
-                        self.err($msg)
-                    });
+                    pos = skip_ws(buf, pos);
+                    if buf.get(pos) != Some(&$b) {
+                        self.pos = pos;
+                        return Err(if pos == buf.len() {
+                            self.eof()
+                        } else {
+                            self.err($msg)
+                        });
+                    }
                 }
             };
         }
         // A member's key and its colon.
         macro_rules! key {
             () => {{
-                ws!();
                 need!(b'"', "expected a key");
                 string!();
-                ws!();
                 need!(b':', "expected `:`");
                 pos += 1;
             }};
         }
         'value: loop {
-            ws!();
             let Some(&b) = buf.get(pos) else {
                 self.pos = pos;
                 return Err(self.eof());
             };
             match b {
+                b'"' => string!(),
                 b'{' | b'[' if level >= room => {
                     self.pos = pos;
                     self.skip_deeper(level)?;
@@ -544,7 +540,9 @@ impl<'a> Scanner<'a> {
                     objects = (objects << 1) | u128::from(is_object);
                     level += 1;
                     pos += 1;
-                    ws!();
+                    if let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
+                        pos = skip_ws(buf, pos);
+                    }
                     let close = if is_object { b'}' } else { b']' };
                     match buf.get(pos) {
                         None => {
@@ -564,20 +562,23 @@ impl<'a> Scanner<'a> {
                         }
                     }
                 }
-                b'"' => string!(),
+                b' ' | b'\n' | b'\r' | b'\t' => {
+                    pos = skip_ws(buf, pos);
+                    continue 'value;
+                }
                 _ => {
                     self.pos = pos;
                     self.skip_scalar(b)?;
                     pos = self.pos;
                 }
             }
-            // After a value: a separator (then the next value) or closing brackets.
+            // After a value: a separator (then the next value) or closing brackets, each looked
+            // for before whitespace.
             loop {
                 if level == 0 {
                     self.pos = pos;
                     return Ok(());
                 }
-                ws!();
                 let is_object = objects & 1 == 1;
                 match buf.get(pos) {
                     Some(b',') => {
@@ -592,6 +593,7 @@ impl<'a> Scanner<'a> {
                         objects >>= 1;
                         level -= 1;
                     }
+                    Some(b' ' | b'\n' | b'\r' | b'\t') => pos = skip_ws(buf, pos),
                     None => {
                         self.pos = pos;
                         return Err(self.eof());
