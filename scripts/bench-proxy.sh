@@ -7,8 +7,9 @@
 #      watch and a 10,000-VM LIST, proxied vs direct, with the proxy's write syscalls per 1,000
 #      events (an extra untimed run under `perf stat`, if perf and the syscall tracepoints are
 #      available, splits them into socket writes and eventfd wake-ups and counts the double's
-#      socket writes as the direct baseline) and CPU seconds per GB; the delay a lone watch
-#      event sees.
+#      socket writes as the direct baseline) and CPU seconds per GB (for the LIST also the
+#      client's and the double's, and the least time all that CPU allows on this machine's
+#      cores); the delay a lone watch event sees.
 #
 # Usage: scripts/bench-proxy.sh [bench_proxy options]
 #   --vms N (10000)  --events N (20000)  --list-mb N (200)  --double-events N (100000)

@@ -20,7 +20,9 @@
 //! Part 3: a kube-apiserver-like upstream double (HTTP/1.1 written by hand): a `--events` watch
 //! sent as one HTTP chunk per event, many chunks per 64 KiB write, and a LIST of `--burst-vms`
 //! VMs, each timed through the proxy and directly, with the proxy's write syscalls (`syscw` of
-//! `/proc/PID/io`: write and writev) and CPU seconds (`/proc/PID/stat`) per transfer, plus one
+//! `/proc/PID/io`: write and writev) and CPU seconds (threads' `schedstat`) per transfer (for a
+//! LIST also this process's, the client's and the doubles', and the floor that CPU sets on this
+//! machine's cores), plus one
 //! untimed watch each way under `perf stat` on the syscall tracepoints that counts every kind
 //! of write (send/sendto too) and tells the proxy's socket writes from its eventfd wake-ups
 //! (and gives the double's socket writes as the direct baseline); then the time from the
