@@ -1423,6 +1423,13 @@ async fn proxy_for_double(a: &Args, addr: SocketAddr, name: &str, ca: Option<&Pa
 
 /// Write syscalls a process has made so far (`syscw` of `/proc/<pid>/io`: write, writev and
 /// the like, the socket writes of a tokio program included).
+/// Minor page faults of process `pid` so far (`/proc/PID/stat`, field 10).
+fn minor_faults(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = s.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(7)?.parse().ok()
+}
+
 fn syscw(pid: u32) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/{pid}/io"))
         .ok()?
@@ -1576,6 +1583,8 @@ struct Costed {
     cpu: f64,
     /// This process's CPU seconds: the client and the doubles.
     own_cpu: f64,
+    /// The proxy's minor page faults.
+    faults: Option<u64>,
 }
 
 /// Reads `path` from `target` to the end, counting events (newlines); through the proxy, its
@@ -1598,6 +1607,7 @@ async fn costed(
     };
     let before = (pid.and_then(syscw), proxy.map_or(0.0, ProxyChild::cpu_secs));
     let own_before = cpu_secs("/proc/self");
+    let faults_before = pid.and_then(minor_faults);
     let mut c = H1::connect(target).await?;
     let mut events = 0;
     let t0 = Instant::now();
@@ -1615,6 +1625,10 @@ async fn costed(
     };
     let cpu = proxy.map_or(0.0, ProxyChild::cpu_secs) - before.1;
     let own_cpu = cpu_secs("/proc/self") - own_before;
+    let faults = match (faults_before, pid.and_then(minor_faults)) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
     Ok(Costed {
         read,
         events,
@@ -1622,6 +1636,7 @@ async fn costed(
         kinds: counter.and_then(PerfWrites::stop),
         cpu,
         own_cpu,
+        faults,
     })
 }
 
@@ -1779,6 +1794,10 @@ async fn part3(a: &Args) -> Result<()> {
                 "     CPU per LIST (means): direct {own_dir:.3} s (client + double); through the proxy {own_via:.3} s (client + double) + {proxy_cpu:.3} s (proxy) = {:.3} s, so at least {floor:.3} s on {cores} cores: {:.2}x direct's best",
                 own_via + proxy_cpu,
                 floor / bd.secs
+            );
+            println!(
+                "     proxy minor page faults per LIST (each run): {}",
+                runs(&|c| c.faults.map_or("?".into(), |f| f.to_string()))
             );
         }
         if n > 0 {
