@@ -347,7 +347,9 @@ impl ProxyChild {
 
 /// CPU seconds a process has used, from `/proc/<pid>` (`proc` is that directory): the sum of its
 /// threads' `schedstat` run times (nanoseconds; a LIST here takes tens of milliseconds, finer
-/// than `stat`'s 10 ms ticks), or `stat`'s user + system ticks where schedstat is missing.
+/// than `stat`'s 10 ms ticks), or `stat`'s user + system ticks where schedstat is missing. A
+/// thread that ends in between drops out of the sum; the proxy's workers and its blocking
+/// threads (kept 10 s idle) outlive a transfer.
 fn cpu_secs(proc: &str) -> f64 {
     let threads = std::fs::read_dir(format!("{proc}/task"))
         .into_iter()
@@ -362,12 +364,18 @@ fn cpu_secs(proc: &str) -> f64 {
     if let Some(ns) = ns.filter(|&n| n > 0) {
         return ns as f64 / 1e9;
     }
-    let s = std::fs::read_to_string(format!("{proc}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
-    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    let f = stat_fields(proc).unwrap_or_default();
+    // utime and stime, in USER_HZ (100) ticks.
     let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (tick(11) + tick(12)) / 100.0
+}
+
+/// The fields of `/proc/<pid>/stat` (`proc` is that directory) after the parenthesised command
+/// name: index 0 is the state (field 3), 7 `minflt` (field 10), 11 and 12 `utime` and `stime`.
+fn stat_fields(proc: &str) -> Option<Vec<String>> {
+    let s = std::fs::read_to_string(format!("{proc}/stat")).ok()?;
+    let rest = s.rsplit_once(')')?.1;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
 impl Drop for ProxyChild {
@@ -1421,15 +1429,13 @@ async fn proxy_for_double(a: &Args, addr: SocketAddr, name: &str, ca: Option<&Pa
     .await
 }
 
-/// Write syscalls a process has made so far (`syscw` of `/proc/<pid>/io`: write, writev and
-/// the like, the socket writes of a tokio program included).
-/// Minor page faults of process `pid` so far (`/proc/PID/stat`, field 10).
+/// Minor page faults of process `pid` so far (`minflt` of `/proc/<pid>/stat`).
 fn minor_faults(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = s.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(7)?.parse().ok()
+    stat_fields(&format!("/proc/{pid}"))?.get(7)?.parse().ok()
 }
 
+/// Write syscalls a process has made so far (`syscw` of `/proc/<pid>/io`: write, writev and
+/// the like, the socket writes of a tokio program included).
 fn syscw(pid: u32) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/{pid}/io"))
         .ok()?
