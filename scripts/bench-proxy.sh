@@ -43,5 +43,5 @@ fi
 "$TARGET/release/bench_proxy" \
   --proxy-bin "$TARGET/release/kube-api-rewriter" \
   --kubeconfig "$KC" \
-  --crd "${BENCH_CRD:-$ROOT/testdata/kubevirt-crds/original-k8s-1.20/virtualmachines.yaml}" \
+  --crd "${BENCH_CRD:-$ROOT/testdata/kubevirt-crds/original/virtualmachines.yaml}" \
   --work-dir "$DIR" "$@"

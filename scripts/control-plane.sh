@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# Local Kubernetes control plane (etcd + kube-apiserver v1.20.2) on 127.0.0.1 only.
+# Local Kubernetes control plane on 127.0.0.1 only: etcd, kube-apiserver, kube-controller-manager
+# and kube-scheduler of one release, built from Go modules by scripts/go-build.sh.
 #
 # Usage:
-#   scripts/control-plane.sh up DIR                 start etcd + kube-apiserver, state in DIR
-#   scripts/control-plane.sh down DIR               stop both (TERM, then KILL); safe to repeat
+#   scripts/control-plane.sh up DIR                 start all four, state in DIR
+#   scripts/control-plane.sh down DIR               stop them (TERM, then KILL); safe to repeat
 #   scripts/control-plane.sh stop-apiserver DIR     stop kube-apiserver only
 #   scripts/control-plane.sh start-apiserver DIR    start it again: same port, same flags
 #   scripts/control-plane.sh restart-apiserver DIR  stop-apiserver + start-apiserver
 #   scripts/control-plane.sh status DIR             print what runs (exit 1 if not all up)
 #
 # After `up`, `source DIR/env` exports KUBE_APISERVER_URL, KUBECONFIG (DIR/admin.kubeconfig),
-# ETCD_PID, APISERVER_PID, ports, KUBE_CA_FILE, tokens, front-proxy cert paths.
-# Users (token file): admin/admintoken (group system:masters), user1/usertoken (no groups).
+# KUBE_BIN_DIR (the release's kubectl is KUBE_BIN_DIR/kubectl), the PIDs and ports, KUBE_CA_FILE,
+# tokens and the front-proxy certificate paths. `up` returns once kube-apiserver is ready, the
+# controller-manager and scheduler are healthy, and the controller-manager has created the
+# `default` ServiceAccount of namespace `default`.
+# Users (token file): admin/admintoken (group system:masters), user1/usertoken (no groups); the
+# controller-manager and scheduler have their own users (system:kube-controller-manager,
+# system:kube-scheduler), so RBAC's bootstrap roles apply to them as in a cluster.
 #
 # Env:
-#   KUBE_APISERVER_BIN       kube-apiserver binary (default: built/cached by kube-apiserver-build.sh)
-#   ETCD_BIN                 etcd binary (default: etcd from PATH, Debian package etcd-server)
-#   KAR_READY_TIMEOUT        seconds to wait for /readyz (default 60)
+#   KUBE_VERSION             Kubernetes release (default: the one tools/go/kubernetes pins)
+#   KUBE_BIN_DIR             a directory with the four Kubernetes binaries (default: go-build.sh)
+#   ETCD_BIN                 etcd binary (default: built by go-build.sh)
+#   KAR_READY_TIMEOUT        seconds to wait for each component (default 60)
 #   KAR_STOP_TIMEOUT         seconds between TERM and KILL (default 5; 0 = KILL at once). kube-apiserver
 #                            with open watches does not exit on TERM (waits ~60 s), so it gets KILLed.
 #   KAR_APISERVER_EXTRA_ARGS extra kube-apiserver flags (whitespace-separated), saved at `up`
@@ -27,6 +34,8 @@ READY_TIMEOUT=${KAR_READY_TIMEOUT:-60}
 STOP_TIMEOUT=${KAR_STOP_TIMEOUT:-5}
 ADMIN_TOKEN=admintoken
 USER1_TOKEN=usertoken
+KCM_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+SCHEDULER_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 
 log() { printf '[control-plane %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -37,7 +46,6 @@ ensure_tools() {
   local missing=()
   command -v openssl >/dev/null || missing+=(openssl)
   command -v curl >/dev/null || missing+=(curl)
-  if [[ -z ${ETCD_BIN:-} ]] && ! command -v etcd >/dev/null; then missing+=(etcd-server); fi
   if (( ${#missing[@]} > 0 )); then
     log "installing ${missing[*]}"
     local sudo=()
@@ -118,7 +126,7 @@ stop_pid() {
 
 show_logs() {
   local f
-  for f in "$DIR/etcd.log" "$DIR/kube-apiserver.log"; do
+  for f in "$DIR"/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler}.log; do
     [[ -f $f ]] || continue
     printf '\n===== last 30 lines of %s =====\n' "$f" >&2
     tail -n 30 "$f" >&2
@@ -154,7 +162,13 @@ write_env() {
     printf 'export FRONT_PROXY_CA_KEY=%q\n' "$DIR/pki/front-proxy-ca.key"
     printf 'export FRONT_PROXY_CLIENT_CERT=%q\n' "$DIR/pki/front-proxy-client.crt"
     printf 'export FRONT_PROXY_CLIENT_KEY=%q\n' "$DIR/pki/front-proxy-client.key"
-    printf 'export KUBE_APISERVER_BIN=%q\n' "$APISERVER_BIN"
+    printf 'export CONTROLLER_MANAGER_PORT=%q\n' "$KCM_PORT"
+    printf 'export CONTROLLER_MANAGER_PID=%q\n' "$(read_pid "$DIR/kube-controller-manager.pid")"
+    printf 'export SCHEDULER_PORT=%q\n' "$SCHEDULER_PORT"
+    printf 'export SCHEDULER_PID=%q\n' "$(read_pid "$DIR/kube-scheduler.pid")"
+    printf 'export KUBE_BIN_DIR=%q\n' "$KUBE_BIN_DIR"
+    printf 'export KUBE_VERSION=%q\n' "$KUBE_VERSION"
+    printf 'export ETCD_BIN=%q\n' "$ETCD_BIN"
   } >"$DIR/env.tmp"
   mv "$DIR/env.tmp" "$DIR/env"
 }
@@ -252,7 +266,6 @@ write_apiserver_args() {
     "--secure-port=$APISERVER_PORT"
     --bind-address=127.0.0.1
     --advertise-address=127.0.0.1
-    --insecure-port=0
     "--cert-dir=$DIR/apiserver-certs"
     "--tls-cert-file=$pki/apiserver.crt"
     "--tls-private-key-file=$pki/apiserver.key"
@@ -262,7 +275,6 @@ write_apiserver_args() {
     "--token-auth-file=$DIR/tokens.csv"
     --authorization-mode=RBAC
     --service-cluster-ip-range=10.0.0.0/24
-    --disable-admission-plugins=ServiceAccount
     --endpoint-reconciler-type=none
     "--requestheader-client-ca-file=$pki/front-proxy-ca.crt"
     --requestheader-allowed-names=front-proxy-client
@@ -296,7 +308,7 @@ start_apiserver() {
   port_in_use "$APISERVER_PORT" && die "port $APISERVER_PORT is taken by another process"
   log "starting kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
   printf '\n===== %s start =====\n' "$(date -Is)" >>"$DIR/kube-apiserver.log"
-  launch "$DIR/kube-apiserver.pid" "$DIR/kube-apiserver.log" "$APISERVER_BIN" "${args[@]}"
+  launch "$DIR/kube-apiserver.pid" "$DIR/kube-apiserver.log" "$KUBE_BIN_DIR/kube-apiserver" "${args[@]}"
   pid=$(read_pid "$DIR/kube-apiserver.pid")
   write_env
   for (( i = 0; i < READY_TIMEOUT * 4; i++ )); do
@@ -313,6 +325,65 @@ start_apiserver() {
   die "kube-apiserver /readyz not ok after ${READY_TIMEOUT}s (last answer: ${body:-none})"
 }
 
+# wait_healthy NAME PORT: until https://127.0.0.1:PORT/healthz answers ok (an always-allowed path)
+wait_healthy() {
+  local name=$1 port=$2 pid i body t0=$SECONDS
+  pid=$(read_pid "$DIR/$name.pid")
+  for (( i = 0; i < READY_TIMEOUT * 4; i++ )); do
+    body=$(curl -sSk --max-time 2 "https://127.0.0.1:$port/healthz" 2>/dev/null || true)
+    if [[ $body == ok ]]; then
+      log "$name healthy (pid $pid) after $(( SECONDS - t0 )) s"
+      return 0
+    fi
+    pid_alive "$pid" "$name" || { show_logs; die "$name exited"; }
+    sleep 0.25
+  done
+  show_logs
+  die "$name /healthz not ok after ${READY_TIMEOUT}s (last answer: ${body:-none})"
+}
+
+start_controller_manager() {
+  local pki=$DIR/pki
+  log "starting kube-controller-manager on https://127.0.0.1:$KCM_PORT"
+  launch "$DIR/kube-controller-manager.pid" "$DIR/kube-controller-manager.log" \
+    "$KUBE_BIN_DIR/kube-controller-manager" \
+    "--kubeconfig=$DIR/kube-controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 "--secure-port=$KCM_PORT" "--cert-dir=$DIR/kcm-certs" \
+    --leader-elect=false \
+    --use-service-account-credentials=true \
+    "--service-account-private-key-file=$pki/sa.key" \
+    "--root-ca-file=$pki/ca.crt" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    "--controllers=*"
+  wait_healthy kube-controller-manager "$KCM_PORT"
+}
+
+start_scheduler() {
+  log "starting kube-scheduler on https://127.0.0.1:$SCHEDULER_PORT"
+  launch "$DIR/kube-scheduler.pid" "$DIR/kube-scheduler.log" "$KUBE_BIN_DIR/kube-scheduler" \
+    "--kubeconfig=$DIR/kube-scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 "--secure-port=$SCHEDULER_PORT" "--cert-dir=$DIR/scheduler-certs" \
+    --leader-elect=false
+  wait_healthy kube-scheduler "$SCHEDULER_PORT"
+}
+
+# The controller-manager's first visible work: namespace default's ServiceAccount.
+wait_default_serviceaccount() {
+  local i code t0=$SECONDS
+  for (( i = 0; i < READY_TIMEOUT * 4; i++ )); do
+    code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$DIR/pki/ca.crt" \
+      -H "Authorization: Bearer $ADMIN_TOKEN" \
+      "https://127.0.0.1:$APISERVER_PORT/api/v1/namespaces/default/serviceaccounts/default" 2>/dev/null || true)
+    if [[ $code == 200 ]]; then
+      log "ServiceAccount default/default exists after $(( SECONDS - t0 )) s"
+      return 0
+    fi
+    sleep 0.25
+  done
+  show_logs
+  die "the controller-manager created no default ServiceAccount within ${READY_TIMEOUT}s"
+}
+
 # ---------------------------------------------------------------- commands
 cmd_up() {
   mkdir -p "$DIR"
@@ -321,46 +392,74 @@ cmd_up() {
     # shellcheck source=/dev/null
     source "$DIR/state"
     if pid_alive "$(read_pid "$DIR/kube-apiserver.pid")" kube-apiserver \
-       || pid_alive "$(read_pid "$DIR/etcd.pid")" etcd; then
+       || pid_alive "$(read_pid "$DIR/etcd.pid")" etcd \
+       || pid_alive "$(read_pid "$DIR/kube-controller-manager.pid")" kube-controller-manager \
+       || pid_alive "$(read_pid "$DIR/kube-scheduler.pid")" kube-scheduler; then
       die "control plane in $DIR is already running; run '$0 down $DIR' first"
     fi
   fi
   ensure_tools
-  ETCD_BIN=${ETCD_BIN:-$(command -v etcd)}
-  APISERVER_BIN=${KUBE_APISERVER_BIN:-$("$SCRIPT_DIR/kube-apiserver-build.sh")}
-  [[ -x $APISERVER_BIN ]] || die "kube-apiserver binary not found: $APISERVER_BIN"
+  if [[ -z ${ETCD_BIN:-} ]]; then
+    ETCD_BIN=$("$SCRIPT_DIR/go-build.sh" etcd)/etcd
+  fi
+  KUBE_VERSION=${KUBE_VERSION:-}
+  if [[ -z ${KUBE_BIN_DIR:-} ]]; then
+    KUBE_BIN_DIR=$("$SCRIPT_DIR/go-build.sh" kubernetes ${KUBE_VERSION:+"$KUBE_VERSION"})
+  fi
+  local b
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    [[ -x $KUBE_BIN_DIR/$b ]] || die "$b not found in $KUBE_BIN_DIR"
+  done
+  [[ -x $ETCD_BIN ]] || die "etcd binary not found: $ETCD_BIN"
+  KUBE_VERSION=$("$KUBE_BIN_DIR/kube-apiserver" --version | awk '{ print $2 }')
 
   gen_pki
-  printf '%s\n' "$ADMIN_TOKEN,admin,admin,\"system:masters\"" "$USER1_TOKEN,user1,user1" >"$DIR/tokens.csv"
+  printf '%s\n' "$ADMIN_TOKEN,admin,admin,\"system:masters\"" "$USER1_TOKEN,user1,user1" \
+    "$KCM_TOKEN,system:kube-controller-manager,system:kube-controller-manager" \
+    "$SCHEDULER_TOKEN,system:kube-scheduler,system:kube-scheduler" >"$DIR/tokens.csv"
   chmod 600 "$DIR/tokens.csv"
 
   ETCD_CLIENT_PORT=$(free_port)
   ETCD_PEER_PORT=$(free_port "$ETCD_CLIENT_PORT")
   APISERVER_PORT=$(free_port "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT")
+  KCM_PORT=$(free_port "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT")
+  SCHEDULER_PORT=$(free_port "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT")
   {
     printf 'ETCD_CLIENT_PORT=%q\n' "$ETCD_CLIENT_PORT"
     printf 'ETCD_PEER_PORT=%q\n' "$ETCD_PEER_PORT"
     printf 'APISERVER_PORT=%q\n' "$APISERVER_PORT"
+    printf 'KCM_PORT=%q\n' "$KCM_PORT"
+    printf 'SCHEDULER_PORT=%q\n' "$SCHEDULER_PORT"
     printf 'ETCD_BIN=%q\n' "$ETCD_BIN"
-    printf 'APISERVER_BIN=%q\n' "$APISERVER_BIN"
+    printf 'KUBE_BIN_DIR=%q\n' "$KUBE_BIN_DIR"
+    printf 'KUBE_VERSION=%q\n' "$KUBE_VERSION"
   } >"$DIR/state"
   write_apiserver_args
   write_kubeconfig "$DIR/admin.kubeconfig" admin "$ADMIN_TOKEN"
   write_kubeconfig "$DIR/user1.kubeconfig" user1 "$USER1_TOKEN"
+  write_kubeconfig "$DIR/kube-controller-manager.kubeconfig" system:kube-controller-manager "$KCM_TOKEN"
+  write_kubeconfig "$DIR/kube-scheduler.kubeconfig" system:kube-scheduler "$SCHEDULER_TOKEN"
 
   rm -rf "$DIR/etcd-data"
   : >"$DIR/etcd.log"
   : >"$DIR/kube-apiserver.log"
+  : >"$DIR/kube-controller-manager.log"
+  : >"$DIR/kube-scheduler.log"
   # On any failure below, stop whatever was started.
   trap 'rc=$?; if (( rc != 0 )); then log "up failed, stopping"; stop_all; fi' EXIT
   start_etcd
   start_apiserver
+  start_controller_manager
+  start_scheduler
+  wait_default_serviceaccount
   trap - EXIT
   write_env
-  log "up: https://127.0.0.1:$APISERVER_PORT; source $DIR/env"
+  log "up: Kubernetes $KUBE_VERSION at https://127.0.0.1:$APISERVER_PORT; source $DIR/env"
 }
 
 stop_all() {
+  stop_pid "$DIR/kube-scheduler.pid" kube-scheduler
+  stop_pid "$DIR/kube-controller-manager.pid" kube-controller-manager
   stop_pid "$DIR/kube-apiserver.pid" kube-apiserver
   stop_pid "$DIR/etcd.pid" etcd
 }
@@ -404,6 +503,12 @@ cmd_status() {
   else echo "etcd: stopped"; rc=1; fi
   if pid_alive "$api_pid" kube-apiserver; then echo "kube-apiserver: running pid $api_pid https://127.0.0.1:$APISERVER_PORT"
   else echo "kube-apiserver: stopped"; rc=1; fi
+  local name pid
+  for name in kube-controller-manager kube-scheduler; do
+    pid=$(read_pid "$DIR/$name.pid")
+    if pid_alive "$pid" "$name"; then echo "$name: running pid $pid"
+    else echo "$name: stopped"; rc=1; fi
+  done
   return "$rc"
 }
 

@@ -22,7 +22,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${DEMO_DIR:-/tmp/kube-api-rewriter-demo}
-CRDS=$ROOT/testdata/kubevirt-crds/original-k8s-1.20
+CRDS=$ROOT/testdata/kubevirt-crds/original
 CP=$ROOT/scripts/control-plane.sh
 PROFILE=${DEMO_PROFILE:-debug}
 JOBS=${CARGO_BUILD_JOBS:-2}
@@ -99,11 +99,13 @@ TARGET=$(cargo metadata -q --format-version 1 --no-deps --manifest-path "$ROOT/C
 BIN=$TARGET/$PROFILE
 EX=$BIN/examples
 
-say "starting etcd + kube-apiserver v1.20.2 on 127.0.0.1 (state in $DIR)"
+say "starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1 (state in $DIR)"
 "$CP" up "$DIR"
 # shellcheck source=/dev/null
 source "$DIR/env"
 ADMIN_KUBECONFIG=$KUBECONFIG
+# The release's own kubectl, built beside the control plane.
+export PATH=$KUBE_BIN_DIR:$PATH
 k() { KUBECONFIG=$ADMIN_KUBECONFIG kubectl "$@"; }
 
 # run NAME CMD...: start in its own session, output to $DIR/NAME.log, pid recorded.

@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# Installs what the tests run beside cargo, from Debian's packages, when it is missing:
-# kubectl (kubernetes-client), etcd (etcd-server), curl and openssl. Needs root or sudo.
-# kube-apiserver itself is built and cached by scripts/kube-apiserver-build.sh.
+# Installs what the tests run beside cargo and the Go builds, from Debian's packages, when it is
+# missing: curl and openssl. Needs root or sudo. Kubernetes and etcd are built from Go modules
+# by scripts/go-build.sh.
 set -euo pipefail
 need=()
-command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
-command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if (( ${#need[@]} > 0 )); then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace: formatting, lints, unit, fixture, property and
-# end-to-end tests (the end-to-end ones start a real etcd + kube-apiserver on loopback through
-# scripts/control-plane.sh; a missing kube-apiserver or etcd fails the run, it never skips).
+# end-to-end tests (the end-to-end ones start a real etcd, kube-apiserver, controller-manager and
+# scheduler on loopback through scripts/control-plane.sh; a missing one fails the run, it never
+# skips). KUBE_VERSION runs them on another Kubernetes release, built the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -9,12 +10,14 @@ jobs="${CARGO_BUILD_JOBS:-2}"
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
-step "test tools (kubectl, etcd, curl, openssl from Debian when missing)"
+step "test tools (curl, openssl from Debian when missing)"
 scripts/test-tools.sh
 
-step "kube-apiserver v1.20.2 (cached build)"
-KUBE_APISERVER_BIN="$(scripts/kube-apiserver-build.sh)"
-export KUBE_APISERVER_BIN
+step "Kubernetes ${KUBE_VERSION:-(pinned release)} and etcd, from Go modules (cached builds)"
+KUBE_BIN_DIR="$(scripts/go-build.sh kubernetes ${KUBE_VERSION:+"$KUBE_VERSION"})"
+ETCD_BIN="$(scripts/go-build.sh etcd)/etcd"
+export KUBE_BIN_DIR ETCD_BIN
+"$KUBE_BIN_DIR/kube-apiserver" --version >&2
 
 step "the repository stands alone (nothing refers to the material beside it)"
 # Spelled in two pieces so that this line does not match itself.

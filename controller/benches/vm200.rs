@@ -7,7 +7,6 @@
 //! measured.
 //!
 //! ```sh
-//! export KUBE_APISERVER_BIN=$(scripts/kube-apiserver-build.sh)
 //! cargo bench -p virtualization-controller --bench vm200        # VMS=50 for fewer
 //! ```
 
@@ -84,7 +83,7 @@ fn main() {
     let cp = ControlPlane::up();
     let kv_sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
     kv_sidecar.apply_vm_crd();
-    let vmi_crd = crd_fixtures().join("original-k8s-1.20/virtualmachineinstances.yaml");
+    let vmi_crd = crd_fixtures().join("original/virtualmachineinstances.yaml");
     ok(&kv_sidecar.kubectl(&["apply", "-f", vmi_crd.to_str().expect("utf-8")]));
     let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
     ok(&cp.kubectl(&["apply", "-f", crds.to_str().expect("utf-8")]));

@@ -307,7 +307,7 @@ fn controller_end_to_end() {
     // KubeVirt's CRDs go in through a rewriter, so kube-apiserver stores them renamed.
     let kv_sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
     kv_sidecar.apply_vm_crd();
-    let vmi_crd = crd_fixtures().join("original-k8s-1.20/virtualmachineinstances.yaml");
+    let vmi_crd = crd_fixtures().join("original/virtualmachineinstances.yaml");
     ok(&kv_sidecar.kubectl(&["apply", "-f", vmi_crd.to_str().expect("utf-8")]));
     for crd in [
         "virtualmachines.kubevirt.io",

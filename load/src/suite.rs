@@ -139,7 +139,7 @@ impl Direct {
         std::thread::spawn(move || {
             let mut path = path;
             loop {
-                let mut ch = match std::process::Command::new("kubectl")
+                let mut ch = match std::process::Command::new(kube_api_rewriter_testkit::kubectl_bin())
                     .args(["--kubeconfig", &kubeconfig, "get", "--raw", &path])
                     .stdin(std::process::Stdio::null())
                     .stdout(std::process::Stdio::piped())

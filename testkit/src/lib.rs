@@ -44,12 +44,38 @@ pub fn rewriter_bin() -> PathBuf {
     bin
 }
 
+/// The directory of the Kubernetes release the tests run (kube-apiserver,
+/// kube-controller-manager, kube-scheduler, kubectl): `$KUBE_BIN_DIR`, else what
+/// `scripts/go-build.sh kubernetes [$KUBE_VERSION]` prints (it builds once, then answers from
+/// its cache).
+pub fn kube_bin_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(d) = std::env::var_os("KUBE_BIN_DIR") {
+            return PathBuf::from(d);
+        }
+        let mut c = Command::new(workspace().join("scripts/go-build.sh"));
+        c.arg("kubernetes");
+        if let Some(v) = std::env::var_os("KUBE_VERSION").filter(|v| !v.is_empty()) {
+            c.arg(v);
+        }
+        let o = c.stderr(Stdio::inherit()).output().expect("scripts/go-build.sh runs");
+        assert!(o.status.success(), "scripts/go-build.sh kubernetes failed");
+        PathBuf::from(String::from_utf8(o.stdout).expect("utf-8 path").trim())
+    })
+}
+
+/// The release's kubectl (see [`kube_bin_dir`]).
+pub fn kubectl_bin() -> PathBuf {
+    kube_bin_dir().join("kubectl")
+}
+
 /// The repository's `testdata/` (kube-apiserver captures, KubeVirt CRDs, Go rule sets).
 pub fn testdata() -> PathBuf {
     workspace().join("testdata")
 }
 
-/// The KubeVirt CRD fixtures (`original`, `original-k8s-1.20`, `renamed`).
+/// The KubeVirt CRD fixtures (`original`, `original`, `renamed`).
 pub fn crd_fixtures() -> PathBuf {
     testdata().join("kubevirt-crds")
 }
@@ -119,6 +145,7 @@ impl ControlPlane {
         c.arg(workspace().join("scripts/control-plane.sh"))
             .arg(cmd)
             .arg(&self.dir)
+            .env("KUBE_BIN_DIR", kube_bin_dir())
             .stdin(Stdio::null());
         for (k, v) in env {
             c.env(k, v);
@@ -233,7 +260,7 @@ impl ProxyProc {
 
     /// Applies KubeVirt's VirtualMachine CRD (original names) through the proxy.
     pub fn apply_vm_crd(&self) {
-        let crd = crd_fixtures().join("original-k8s-1.20/virtualmachines.yaml");
+        let crd = crd_fixtures().join("original/virtualmachines.yaml");
         ok(&self.kubectl(&["apply", "-f", crd.to_str().expect("utf-8 path")]));
     }
 
@@ -316,7 +343,7 @@ pub fn curl(args: &[&str]) -> Output {
 }
 
 pub fn kubectl(kubeconfig: &str, args: &[&str]) -> Output {
-    Command::new("kubectl")
+    Command::new(kubectl_bin())
         .env("KUBECONFIG", kubeconfig)
         .args(args)
         .stdin(Stdio::null())
@@ -326,7 +353,7 @@ pub fn kubectl(kubeconfig: &str, args: &[&str]) -> Output {
 
 /// kubectl with `input` on stdin (for `-f -`).
 pub fn kubectl_in(kubeconfig: &str, args: &[&str], input: &str) -> Output {
-    let mut c = Command::new("kubectl")
+    let mut c = Command::new(kubectl_bin())
         .env("KUBECONFIG", kubeconfig)
         .args(args)
         .stdin(Stdio::piped())
@@ -400,6 +427,7 @@ impl ControlPlane {
             .arg(workspace().join("scripts/control-plane.sh"))
             .arg("up")
             .arg(&cp.dir)
+            .env("KUBE_BIN_DIR", kube_bin_dir())
             .env("KAR_APISERVER_EXTRA_ARGS", extra)
             .stdin(Stdio::null())
             .output()

@@ -37,7 +37,7 @@ fn against_kube_apiserver() {
     let pkc = p.kubeconfig.to_str().expect("utf-8").to_owned();
 
     let crds_renamed = || {
-        let f = crd_fixtures().join("original-k8s-1.20");
+        let f = crd_fixtures().join("original");
         let f = f.display();
         for name in [
             "virtualmachines.yaml",
@@ -156,7 +156,7 @@ fn against_kube_apiserver() {
         );
         let dup = apply_stdin(&pkc, &vm_yaml("vm1"), &[]);
         assert!(dup.status.success());
-        let create = Command::new("kubectl")
+        let create = Command::new(kubectl_bin())
             .env("KUBECONFIG", &pkc)
             .args(["create", "-f", "-"])
             .stdin(Stdio::piped())

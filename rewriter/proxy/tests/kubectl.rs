@@ -261,7 +261,7 @@ fn kubectl_through_proxy() {
             ok(&p.kubectl(&[
                 "apply",
                 "-f",
-                &format!("{}/original-k8s-1.20/{f}.yaml", crd_fixtures().display()),
+                &format!("{}/original/{f}.yaml", crd_fixtures().display()),
             ]));
         }
         let up = parse_json(&ok(&cp.kubectl(&["get", "crd", "-o", "json"])));
@@ -704,7 +704,7 @@ fn kubectl_through_proxy() {
 
     let get_watch = || {
         ok(&cp.kubectl(&["create", "namespace", "kcw"]));
-        let mut w = Command::new("kubectl")
+        let mut w = Command::new(kubectl_bin())
             .env("KUBECONFIG", &pkc)
             .args(["get", "vm", "-n", "kcw", "-w", "--output-watch-events"])
             .stdin(Stdio::null())
@@ -750,7 +750,7 @@ fn kubectl_through_proxy() {
             "{text}"
         );
         // -o json watch: the objects themselves.
-        let mut w = Command::new("kubectl")
+        let mut w = Command::new(kubectl_bin())
             .env("KUBECONFIG", &pkc)
             .args([
                 "get",

@@ -55,7 +55,7 @@ fn openapi_through_proxy() {
             ok(&p.kubectl(&[
                 "apply",
                 "-f",
-                &format!("{}/original-k8s-1.20/{f}.yaml", crd_fixtures().display()),
+                &format!("{}/original/{f}.yaml", crd_fixtures().display()),
             ]));
         }
         for crd in [

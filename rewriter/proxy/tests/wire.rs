@@ -63,7 +63,7 @@ fn vm_doc(name: &str, pad: usize) -> String {
 
 fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> std::process::Output {
     use std::io::Write as _;
-    let mut c = std::process::Command::new("kubectl")
+    let mut c = std::process::Command::new(kubectl_bin())
         .env("KUBECONFIG", kubeconfig)
         .args(args)
         .stdin(std::process::Stdio::piped())

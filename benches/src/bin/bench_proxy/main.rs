@@ -103,7 +103,7 @@ fn args() -> Result<Args> {
         kubeconfig: None,
         // The repository's testdata.
         crd: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../testdata/kubevirt-crds/original-k8s-1.20/virtualmachines.yaml"),
+            .join("../../testdata/kubevirt-crds/original/virtualmachines.yaml"),
         work_dir: std::env::temp_dir(),
         vms: 10_000,
         events: 20_000,
@@ -528,7 +528,7 @@ async fn part1(a: &Args, kubeconfig: &Path) -> Result<()> {
         ),
     )?;
     // The renamed CRD, applied through the proxy.
-    let o = Command::new("kubectl")
+    let o = Command::new(kube_api_rewriter_testkit::kubectl_bin())
         .env("KUBECONFIG", &pkc)
         .args(["apply", "-f"])
         .arg(&a.crd)
