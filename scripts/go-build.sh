@@ -64,9 +64,9 @@ source "$WRAPPER/build.env"
 [[ -n $TOOL_VERSION && -n $TOOL_BINARIES ]] || die "$WRAPPER/build.env sets no TOOL_VERSION or TOOL_BINARIES"
 VERSION=${2:-$TOOL_VERSION}
 
-hash_files() { # the wrapper's files, this script and the Go version, as one digest
+hash_files() { # the wrapper's files, its build.env and the Go version, as one digest
   { (cd "$1" && find . -type f ! -name '*.log' | LC_ALL=C sort | xargs sha256sum)
-    sha256sum "$REPO/scripts/go-build.sh" "$WRAPPER/build.env"
+    sha256sum "$WRAPPER/build.env"
     echo "$GO_VERSION $VERSION"; } | sha256sum | cut -c1-12
 }
 
@@ -84,23 +84,32 @@ else
   SRC=$CACHE/go/wrappers/$TOOL-$VERSION
 fi
 
-# modules_refused LOG: the module@version lines the go command could not fetch
+# modules_refused LOG: the module@version pairs the go command could not fetch
 modules_refused() {
-  grep -oE '[A-Za-z0-9.~_/-]+@v[0-9][A-Za-z0-9.+~_-]*: (reading|verifying|unrecognized|invalid|not found|missing)[^\n]*' "$1" \
-    | sort -u | head -n 10 || true
+  grep -E '@v[0-9][^ :]*: (reading|verifying|unrecognized|invalid|not found|missing)' "$1" \
+    | grep -oE '[A-Za-z0-9.~_/-]+@v[0-9][A-Za-z0-9.+~_-]*: (reading|verifying|unrecognized|invalid|not found|missing)' \
+    | sed 's/: [a-z ]*$//' | sort -u | head -n 10 || true
 }
 go_fail() { # go_fail WHAT LOG
   local refused
   refused=$(modules_refused "$2")
   if [[ -n $refused ]]; then
-    log "ERROR: $1: the module proxy refused these modules:"
-    printf '  %s\n' "$refused" >&2
+    log "ERROR: $1: the module proxy refused $(echo $refused | sed 's/ /, /g')"
   else
     log "ERROR: $1 failed; last lines of $2:"
   fi
   tail -n 30 "$2" >&2
   exit 1
 }
+
+# A cached build answers at once, without the lock (the lock is for builds).
+if [[ $SRC == "$WRAPPER" || -f $SRC/.complete ]]; then
+  OUT=$CACHE/bin/$TOOL/$VERSION-$(hash_files "$SRC")
+  if [[ -f $OUT/.complete ]]; then
+    echo "$OUT"
+    exit 0
+  fi
+fi
 
 exec 9>"$CACHE/go/.lock"
 if ! flock -n 9; then

@@ -59,7 +59,10 @@ pub fn kube_bin_dir() -> &'static Path {
         if let Some(v) = std::env::var_os("KUBE_VERSION").filter(|v| !v.is_empty()) {
             c.arg(v);
         }
-        let o = c.stderr(Stdio::inherit()).output().expect("scripts/go-build.sh runs");
+        let o = c
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("scripts/go-build.sh runs");
         assert!(o.status.success(), "scripts/go-build.sh kubernetes failed");
         PathBuf::from(String::from_utf8(o.stdout).expect("utf-8 path").trim())
     })
@@ -736,4 +739,21 @@ pub fn tcp_sockets() -> Vec<TcpSocket> {
             })
         })
         .collect()
+}
+
+/// One `T` for the tests of a binary that run at the same time: the first caller makes it, the
+/// others share it, and it is dropped (its processes stopped) when the last of them ends. Each
+/// test keeps the `Arc` for as long as it runs, so `cargo test NAME` runs one case alone and a
+/// whole file shares one environment.
+pub fn shared<T>(
+    slot: &'static std::sync::Mutex<std::sync::Weak<T>>,
+    make: impl FnOnce() -> T,
+) -> std::sync::Arc<T> {
+    let mut weak = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(t) = weak.upgrade() {
+        return t;
+    }
+    let t = std::sync::Arc::new(make());
+    *weak = std::sync::Arc::downgrade(&t);
+    t
 }

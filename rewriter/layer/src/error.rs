@@ -34,6 +34,14 @@ pub enum Error {
         /// The resource (original names).
         resource: String,
     },
+    /// The client accepts only CBOR for a resource whose bodies are rewritten as JSON: 406.
+    #[error("the proxy serves {resource} as JSON only; {accept:?} does not accept application/json")]
+    NotAcceptable {
+        /// The client's `Accept`.
+        accept: String,
+        /// The resource (original names).
+        resource: String,
+    },
     /// A body the rules cannot rewrite (malformed JSON or YAML, a bad patch): 400.
     #[error("the request body cannot be rewritten: {0}")]
     Body(#[source] kube_api_rewriter::Error),
@@ -78,6 +86,7 @@ impl Error {
             Error::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::ReadBody(_) | Error::Body(_) | Error::InvalidPath(_) => StatusCode::BAD_REQUEST,
             Error::EncodedBody | Error::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::NotAcceptable { .. } => StatusCode::NOT_ACCEPTABLE,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Timeout(_) | Error::UpgradeTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -93,6 +102,7 @@ impl Error {
             Error::BodyTooLarge { .. } => "RequestEntityTooLarge",
             Error::ReadBody(_) | Error::Body(_) | Error::InvalidPath(_) => "BadRequest",
             Error::EncodedBody | Error::UnsupportedMediaType { .. } => "UnsupportedMediaType",
+            Error::NotAcceptable { .. } => "NotAcceptable",
             Error::NotFound(_) => "NotFound",
             Error::Unavailable(_) => "ServiceUnavailable",
             Error::Timeout(_) | Error::UpgradeTimeout => "Timeout",

@@ -14,7 +14,7 @@ use kube_api_rewriter::{ProxyMode, Route};
 
 use crate::body::{self, Body, BoxError, Counted};
 use crate::error::Error;
-use crate::headers::{accepts_gzip, json_accept};
+use crate::headers::{accepts_gzip, cbor_only, json_accept};
 use crate::metrics::{Decision, Flow, Observe, Side};
 use crate::response::{self, Ctx};
 use crate::shutdown::Watch;
@@ -280,6 +280,12 @@ impl Exchange {
             parts.uri = Uri::from_parts(up).map_err(|e| Error::InvalidPath(e.to_string()))?;
         }
         if route.wants_json() {
+            if let Some(accept) = cbor_only(&parts.headers) {
+                return Err(Error::NotAcceptable {
+                    accept,
+                    resource: route.resource.clone(),
+                });
+            }
             let mut accept = json_accept(&parts.headers);
             if self.yaml {
                 accept = crate::yaml::upstream_accept(&accept);

@@ -68,6 +68,28 @@ pub fn accepts_gzip(h: &HeaderMap) -> bool {
         })
 }
 
+/// The client's `Accept` when every media type it names is CBOR: nothing the proxy can answer
+/// with for a resource whose bodies it rewrites (it rewrites JSON, and kube-apiserver's CBOR is
+/// not JSON). `None` when any other type (JSON, YAML, protobuf, `*/*`) is acceptable, or none is
+/// named.
+pub fn cbor_only(h: &HeaderMap) -> Option<String> {
+    let values: Vec<&str> = h
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let mut items = values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(|i| i.split(';').next().unwrap_or("").trim())
+        .filter(|m| !m.is_empty())
+        .peekable();
+    items.peek()?;
+    items
+        .all(|m| m.eq_ignore_ascii_case("application/cbor") || m.eq_ignore_ascii_case("application/cbor-seq"))
+        .then(|| values.join(", "))
+}
+
 /// `Accept` for a resource whose bodies are rewritten: protobuf and CBOR become JSON, keeping
 /// parameters such as `as=Table;v=v1;g=meta.k8s.io`, so Table and PartialObjectMetadata
 /// responses still come back as such. No `Accept` at all becomes `application/json`.
@@ -146,6 +168,27 @@ mod tests {
         let h = map(&[("accept", "application/cbor;stream=watch")]);
         assert_eq!(json_accept(&h), "application/json");
         assert_eq!(json_accept(&HeaderMap::new()), "application/json");
+    }
+
+    #[test]
+    fn cbor_only_accept() {
+        assert_eq!(
+            cbor_only(&map(&[("accept", "application/cbor")])).as_deref(),
+            Some("application/cbor")
+        );
+        assert_eq!(
+            cbor_only(&map(&[("accept", "application/cbor;stream=watch")])).as_deref(),
+            Some("application/cbor;stream=watch")
+        );
+        for accept in [
+            "application/cbor, application/json;q=0.9",
+            "application/cbor, */*",
+            "application/vnd.kubernetes.protobuf",
+            "application/json",
+        ] {
+            assert_eq!(cbor_only(&map(&[("accept", accept)])), None, "{accept}");
+        }
+        assert_eq!(cbor_only(&HeaderMap::new()), None);
     }
 
     #[test]

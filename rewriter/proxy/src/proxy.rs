@@ -170,6 +170,11 @@ impl Proxy {
             Err(e) => return fail(e),
         };
         let (mut parts, body) = up.into_parts();
+        // The client's HTTP version says nothing about the upstream connection: kube-apiserver
+        // calls webhooks over HTTP/2, and a webhook server may speak only HTTP/1.1. The pool
+        // picks the version per connection (ALPN); a request marked HTTP/2 would be refused on
+        // an HTTP/1.1 connection.
+        parts.version = http::Version::HTTP_11;
         parts.uri = match self.prepare_upstream(exchange.route(), &mut parts.headers) {
             Ok(u) => u,
             Err(e) => return fail(e),

@@ -1,8 +1,8 @@
-//! OpenAPI through the proxy on the real kube-apiserver 1.20 with KubeVirt's full-schema CRDs
+//! OpenAPI through the proxy on the real kube-apiserver with KubeVirt's full-schema CRDs
 //! (applied through the proxy): `kubectl explain` and `kubectl apply --validate=strict` work
 //! for the original kinds through the proxy exactly as they do directly for the renamed kinds,
-//! the ETag carries the rules version, and `/openapi/v3` (which 1.20 does not serve) passes
-//! upstream's 404 unchanged. And `RULES_PATH` swapped under a running proxy the way a ConfigMap
+//! the ETag carries the rules version, and `/openapi/v3`'s index and the group-version documents
+//! it points at are restored. And `RULES_PATH` swapped under a running proxy the way a ConfigMap
 //! update does it: new rules without a restart, an invalid file keeps the old ones.
 
 use std::process::Output;
@@ -185,24 +185,50 @@ fn openapi_through_proxy() {
         ] {
             assert!(!body.contains(leak), "{leak}");
         }
-        // v1.20 has no /openapi/v3: the proxy passes the 404 on.
-        let code = |url: &str| {
-            ok(&curl(&[
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "--cacert",
-                &ca,
-                "-H",
-                &admin,
-                url,
-            ]))
-        };
-        assert_eq!(code(&format!("{direct}/openapi/v3")), "404");
-        assert_eq!(code(&p.url("/openapi/v3")), "404");
-        assert_eq!(code(&p.url("/openapi/v3/apis/kubevirt.io/v1")), "404");
+        // /openapi/v3: the index names the original group-versions, and the document a client
+        // follows from it (its serverRelativeURL, hash included) is restored.
+        let get = |url: &str| ok(&curl(&["-sS", "--fail", "--cacert", &ca, "-H", &admin, url]));
+        let up_index = parse_json(&get(&format!("{direct}/openapi/v3")));
+        assert!(
+            up_index["paths"].get(format!("apis/{INTERNAL}/v1")).is_some(),
+            "{up_index}"
+        );
+        let index = parse_json(&get(&p.url("/openapi/v3")));
+        assert!(
+            index["paths"].get(format!("apis/{INTERNAL}/v1")).is_none(),
+            "{index}"
+        );
+        let url = index["paths"]["apis/kubevirt.io/v1"]["serverRelativeURL"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no apis/kubevirt.io/v1 in the v3 index: {index}"))
+            .to_owned();
+        assert!(url.starts_with("/openapi/v3/apis/kubevirt.io/v1"), "{url}");
+        let text = get(&p.url(&url));
+        for leak in [
+            "io.deckhouse.virtualization.internal",
+            "InternalVirtualization",
+            INTERNAL,
+        ] {
+            assert!(!text.contains(leak), "{leak} in {url}");
+        }
+        let v3 = parse_json(&text);
+        let def = &v3["components"]["schemas"]["io.kubevirt.v1.VirtualMachine"];
+        assert_eq!(
+            def["x-kubernetes-group-version-kind"][0]["group"], "kubevirt.io",
+            "{def}"
+        );
+        assert_eq!(
+            def["x-kubernetes-group-version-kind"][0]["kind"], "VirtualMachine",
+            "{def}"
+        );
+        assert!(
+            v3["paths"]
+                .as_object()
+                .expect("paths")
+                .contains_key("/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}"),
+            "{}",
+            v3["paths"]
+        );
     };
 
     // RULES_PATH as a ConfigMap mounts it: DIR/rules.yaml -> ..data/rules.yaml, ..data -> ..vN.
