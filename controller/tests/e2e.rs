@@ -945,11 +945,13 @@ fn disks(env: &Env) {
         if env.get(VD, ns, "root").is_some() {
             return Err("disk still there".to_owned());
         }
-        // Locally the claim's `kubernetes.io/pvc-protection` finalizer is never removed (no
-        // kube-controller-manager): deleted means a deletionTimestamp.
+        // Gone once the controller-manager's pvc-protection controller has seen that no pod
+        // uses it and removed its `kubernetes.io/pvc-protection` finalizer.
         match env.get("pvc", ns, &root_claim) {
             None => Ok(()),
-            Some(pvc) if pvc["metadata"]["deletionTimestamp"].is_string() => Ok(()),
+            Some(pvc) if pvc["metadata"]["deletionTimestamp"].is_string() => {
+                Err("claim deleted, its finalizer not yet removed".to_owned())
+            }
             Some(_) => Err("claim not deleted".to_owned()),
         }
     });

@@ -55,17 +55,38 @@ pub async fn open_with(
     Ok(send.send_request(req).await?)
 }
 
-/// One request, the whole body read: (status, body).
+/// How often [`call`] sends a request again that was answered with `Retry-After`, as client-go
+/// does (its default is 10).
+const RETRY_AFTER_TRIES: u32 = 10;
+
+/// One request, the whole body read: (status, body). A 429 or 5xx answer that carries
+/// `Retry-After` (kube-apiserver's "storage is (re)initializing" while a new resource's cache
+/// fills) is sent again after the seconds it names, up to [`RETRY_AFTER_TRIES`] times, as
+/// client-go does.
 pub async fn call(
     port: u16,
     method: &str,
     path: &str,
     body: Option<(&str, Vec<u8>)>,
 ) -> anyhow::Result<(u16, Bytes)> {
-    let resp = open(port, method, path, body).await?;
-    let status = resp.status().as_u16();
-    let b = resp.into_body().collect().await?.to_bytes();
-    Ok((status, b))
+    let mut tries = 0;
+    loop {
+        let resp = open(port, method, path, body.clone()).await?;
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let b = resp.into_body().collect().await?.to_bytes();
+        match retry_after {
+            Some(secs) if (status == 429 || status >= 500) && tries < RETRY_AFTER_TRIES => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_secs(secs.clamp(1, 10))).await;
+            }
+            _ => return Ok((status, b)),
+        }
+    }
 }
 
 /// [`call`] that must answer 2xx; returns the JSON body.

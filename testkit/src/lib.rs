@@ -466,32 +466,20 @@ pub fn openssl(args: &[&str]) {
 
 /// `kubectl wait --for condition=established crd/NAME` through the proxy: `None` when it
 /// worked, else kubectl's error.
-///
-/// kube-apiserver 1.20 writes a CRD it has not processed yet with `"conditions": null`, and
-/// kubectl (1.32) gives up on such an object at once (`.status.conditions accessor error: <nil>`),
-/// directly as well as through the proxy. That answer is retried for up to 10 s; any other
-/// failure is returned.
 pub fn wait_crd_established(p: &ProxyProc, crd: &str) -> Option<String> {
-    let t = Instant::now();
-    loop {
-        let o = p.kubectl(&[
-            "wait",
-            "--for",
-            "condition=established",
-            "--timeout=15s",
-            &format!("crd/{crd}"),
-        ]);
-        if o.status.success() {
-            let out = String::from_utf8_lossy(&o.stdout);
-            assert!(out.contains(crd) && out.contains("condition met"), "{out}");
-            return None;
-        }
-        let err = String::from_utf8_lossy(&o.stderr).trim().to_owned();
-        if !err.contains("accessor error: <nil>") || t.elapsed() > Duration::from_secs(10) {
-            return Some(err);
-        }
-        std::thread::sleep(Duration::from_millis(200));
+    let o = p.kubectl(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout=15s",
+        &format!("crd/{crd}"),
+    ]);
+    if o.status.success() {
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains(crd) && out.contains("condition met"), "{out}");
+        return None;
     }
+    Some(String::from_utf8_lossy(&o.stderr).trim().to_owned())
 }
 
 /// Runs a test double: binds a free 127.0.0.1 port and hands every accepted connection to

@@ -55,8 +55,8 @@ struct Env {
 fn env() -> Arc<Env> {
     static SLOT: Mutex<Weak<Env>> = Mutex::new(Weak::new());
     shared(&SLOT, || {
-        let cp =
-            ControlPlane::up_with_apiserver_args(|_| "--feature-gates=CBORServingAndStorage=true".to_owned());
+        let gates = gates_known(&["CBORServingAndStorage", "WatchList"]);
+        let cp = ControlPlane::up_with_apiserver_args(|_| format!("--feature-gates={}", gates.join(",")));
         let dir = cp.dir.clone();
         let kv = ProxyProc::start(&dir, &[("KUBECONFIG", cp.kubeconfig())]);
         let rules = dir.join("empty-rules.yaml");
@@ -107,6 +107,21 @@ fn env() -> Arc<Env> {
             _aggregated: aggregated,
         }
     })
+}
+
+/// `GATE=true` for each of `gates` this release's kube-apiserver knows (CBOR serving came in
+/// 1.32; streaming lists are on by default from 1.34, behind their gate before).
+fn gates_known(gates: &[&str]) -> Vec<String> {
+    let help = std::process::Command::new(kube_bin_dir().join("kube-apiserver"))
+        .arg("--help")
+        .output()
+        .expect("kube-apiserver --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    gates
+        .iter()
+        .filter(|g| help.contains(&format!("{g}=true|false")))
+        .map(|g| format!("{g}=true"))
+        .collect()
 }
 
 /// Runs `check` through both proxies: it must pass with KubeVirt's rules and fail without.
@@ -675,6 +690,11 @@ async fn client_for(kubeconfig: &str) -> Result<kube::Client, String> {
 /// the rules do not touch passes byte for byte.
 #[test]
 fn cbor() {
+    if gates_known(&["CBORServingAndStorage"]).is_empty() {
+        // Before 1.32 no kube-apiserver speaks CBOR: the case is about one that does.
+        eprintln!("this release's kube-apiserver serves no CBOR: the case does not apply");
+        return;
+    }
     both(|env, p, _| {
         let direct = get_direct(&env.cp, UNTOUCHED, "application/cbor");
         ensure!(
