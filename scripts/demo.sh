@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole system on an embedded control plane: a local etcd + kube-apiserver v1.20.2
-# (127.0.0.1 only) and, around it,
+# The whole system on an embedded control plane: a local etcd, kube-apiserver,
+# kube-controller-manager and kube-scheduler (127.0.0.1 only) and, around it,
 #   - virtualization-controller behind its kube-api-rewriter sidecar (KubeVirt's names renamed),
 #   - a FAKE virt-controller (test double) behind its own rewriter sidecar,
 #   - virtualization-api registered with the aggregator, reaching a FAKE virt-api (test double)
@@ -16,8 +16,8 @@
 #   KEEP=1        leave everything running at the end ($DEMO_DIR/demo.env describes it)
 #   DEMO_PROFILE  debug (default) or release
 #   CARGO_BUILD_JOBS  parallel build jobs (default 2)
-# On a fresh machine the first run installs etcd/Go from Debian and builds kube-apiserver once
-# (cached under ~/.cache/kube-api-rewriter), then builds the binaries with cargo.
+# On a fresh machine the first run builds Kubernetes and etcd from Go modules once
+# (scripts/go-build.sh, cached under ~/.cache/kube-api-rewriter), then the binaries with cargo.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
