@@ -2,7 +2,7 @@
 //! the rewriter (renamed group, kind, labels, annotations, finalizers and managedFields keys),
 //! about 5 KB each, in LIST bodies and WATCH streams.
 //!
-//! The objects are shaped like the VMs in `fixtures/kube-apiserver-1.20/vm-list.json` and
+//! The objects are shaped like the VMs in `testdata/kube-apiserver-1.36/vm-list.json` and
 //! `vm-list-bulk-plain.json`, with more of a real VM filled in (affinity, tolerations, several
 //! disks, interfaces, networks, cloud-init, two managedFields entries, status). Names, uids,
 //! sizes and timestamps vary with a seeded generator, so the output is reproducible.

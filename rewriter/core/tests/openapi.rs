@@ -1,7 +1,8 @@
-//! `/openapi/v2` of the real kube-apiserver 1.20 with KubeVirt's full-schema CRDs installed
-//! (renamed, through the proxy), as JSON and as the protobuf kubectl asks for, restored.
-//! Captured with `curl $KUBE_APISERVER_URL/openapi/v2` (and `-H 'Accept:
-//! application/com.github.proto-openapi.spec.v2@v1.0+protobuf'`), stored gzip-compressed.
+//! OpenAPI of the real kube-apiserver v1.36.3 with KubeVirt's full-schema CRDs installed
+//! (renamed, as the module ships them), restored: `/openapi/v2` as JSON and as the protobuf
+//! kubectl asks for (captured with `Accept-Encoding: gzip`, kept as the server compressed them),
+//! and `/openapi/v3` (the index and the renamed group's document). All from
+//! `testdata/kube-apiserver-1.36/`, made by `scripts/capture-fixtures.py`.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -12,12 +13,15 @@ use serde_json::Value;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
-        "{}/../../testdata/kube-apiserver-1.20/{name}",
+        "{}/../../testdata/kube-apiserver-1.36/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
-    let gz = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    if !name.ends_with(".gz") {
+        return raw;
+    }
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(gz.as_slice())
+    flate2::read::GzDecoder::new(raw.as_slice())
         .read_to_end(&mut out)
         .expect("gzip");
     out
@@ -85,11 +89,19 @@ fn v2_json() {
             ["properties"]["domain"]
             .is_object()
     );
+    // Every `$ref` resolves: to a definition, or to one of the query parameters the v1.36 server
+    // shares through the document's top-level `parameters`.
     let mut all = BTreeSet::new();
     refs(&after, &mut all);
     for r in &all {
-        let name = r.strip_prefix("#/definitions/").expect("local ref");
-        assert!(defs.contains_key(name), "dangling {r}");
+        let (section, name) = r
+            .strip_prefix("#/")
+            .and_then(|r| r.split_once('/'))
+            .unwrap_or_else(|| panic!("not a local ref: {r}"));
+        assert!(
+            matches!(section, "definitions" | "parameters") && after[section].get(name).is_some(),
+            "dangling {r}"
+        );
     }
     assert!(all.contains("#/definitions/io.kubevirt.v1.VirtualMachineList"));
     // Everything of other groups: the same, key for key.
@@ -184,4 +196,96 @@ fn v2_protobuf() {
     assert_eq!(pb_paths, names(&json["paths"]));
     let gvk = b"group: kubevirt.io\nkind: VirtualMachine\nversion: v1\n";
     assert!(out.windows(gvk.len()).any(|w| w == gvk));
+}
+
+/// `/openapi/v3`: the index names the group document under the original group (the hash kept,
+/// so the client's cache key is the server's), and the group document has only original names,
+/// every `$ref` resolving.
+#[test]
+fn v3_index_and_group_document() {
+    let rules = Rules::builtin_kubevirt();
+    let index_in = fixture("openapi-v3-index.json");
+    let index: Value =
+        serde_json::from_slice(&openapi::json::restore(&rules, &index_in).expect("valid")).expect("json");
+    let before: Value = serde_json::from_slice(&index_in).expect("json");
+    let paths = index["paths"].as_object().expect("paths");
+    assert_eq!(paths.len(), before["paths"].as_object().expect("paths").len());
+    let up = before["paths"]["apis/internal.virtualization.deckhouse.io/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("the renamed group's document");
+    let hash = up.split_once("?hash=").expect("a hash").1;
+    assert_eq!(
+        paths["apis/kubevirt.io/v1"]["serverRelativeURL"],
+        format!("/openapi/v3/apis/kubevirt.io/v1?hash={hash}")
+    );
+    for (k, v) in before["paths"].as_object().expect("paths") {
+        if !k.contains("internal.virtualization") {
+            assert_eq!(paths.get(k), Some(v), "{k}");
+        }
+    }
+
+    let doc_in = fixture("openapi-v3-internal-virtualization-v1.json");
+    let doc: Value =
+        serde_json::from_slice(&openapi::json::restore(&rules, &doc_in).expect("valid")).expect("json");
+    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+    let vm = &schemas["io.kubevirt.v1.VirtualMachine"];
+    assert_eq!(
+        vm["x-kubernetes-group-version-kind"],
+        serde_json::json!([{"group": "kubevirt.io", "kind": "VirtualMachine", "version": "v1"}])
+    );
+    assert!(
+        vm["properties"]["spec"]["properties"]["template"].is_object(),
+        "the full schema"
+    );
+    for kind in ["VirtualMachineInstanceMigrationList", "KubeVirt"] {
+        assert!(schemas.contains_key(&format!("io.kubevirt.v1.{kind}")), "{kind}");
+    }
+    let mut all = BTreeSet::new();
+    refs(&doc, &mut all);
+    for r in &all {
+        let name = r.strip_prefix("#/components/schemas/").expect("a schema ref");
+        assert!(schemas.contains_key(name), "dangling {r}");
+    }
+    let ops = doc["paths"].as_object().expect("paths");
+    assert!(ops.contains_key("/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}"));
+    let text = doc.to_string();
+    for leak in LEAKS {
+        assert!(!text.contains(leak), "{leak}");
+    }
+    // Every operation's group-version-kind is the original one (descriptions, operationIds and
+    // tags are free text the server wrote, left as they are).
+    let (mut gvks, mut upstream) = (Vec::new(), Vec::new());
+    gvk_of_operations(&doc["paths"], &mut gvks);
+    let doc_before: Value = serde_json::from_slice(&doc_in).expect("json");
+    gvk_of_operations(&doc_before["paths"], &mut upstream);
+    assert_eq!(gvks.len(), upstream.len());
+    for g in &gvks {
+        assert_eq!(g["group"], "kubevirt.io", "{g}");
+    }
+    let kinds: BTreeSet<&str> = gvks.iter().map(|g| g["kind"].as_str().expect("kind")).collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from([
+            "KubeVirt",
+            "VirtualMachine",
+            "VirtualMachineInstance",
+            "VirtualMachineInstanceMigration"
+        ])
+    );
+}
+
+fn gvk_of_operations<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if k == "x-kubernetes-group-version-kind" {
+                    out.push(x);
+                } else {
+                    gvk_of_operations(x, out);
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| gvk_of_operations(x, out)),
+        _ => {}
+    }
 }

@@ -33,7 +33,7 @@ fn testdata(name: &str) -> Vec<u8> {
 }
 
 fn capture(name: &str) -> Vec<u8> {
-    testdata(&format!("kube-apiserver-1.20/{name}"))
+    testdata(&format!("kube-apiserver-1.36/{name}"))
 }
 
 fn layer_with(layer: RewriteLayer) -> (kube_api_rewriter_layer::RewriteService<Mock>, Handle) {
@@ -558,9 +558,9 @@ async fn inner_service_errors_are_passed_on() {
     assert!(err.to_string().contains("connection refused"), "{err}");
 }
 
-/// `/openapi/v3` on documents built for the test (kube-apiserver 1.20 serves none): the group
-/// document is asked for under the renamed group with the client's query, both documents come
-/// back restored with the rules version in their ETag, a 304 keeps it, and a 404 passes as is.
+/// `/openapi/v3` on documents built for the test (the captured ones: the core's `tests/openapi.rs`):
+/// the group document is asked for under the renamed group with the client's query, both documents
+/// come back restored with the rules version in their ETag, a 304 keeps it, and a 404 passes as is.
 #[tokio::test]
 async fn openapi_v3_index_and_group_documents() {
     let rules = Rules::builtin_kubevirt();
