@@ -1,4 +1,4 @@
-//! The proxy under load and faults, against the real kube-apiserver (issue 18).
+//! The proxy under load and faults, against the real kube-apiserver.
 //!
 //! One control plane and one proxy process go through the phases in order, each checking what
 //! users rely on and printing what it measured:

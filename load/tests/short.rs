@@ -1,4 +1,4 @@
-//! The short form of the load and fault suite (issue 18): 200 watches, 1,000 flood
+//! The short form of the load and fault suite: 200 watches, 1,000 flood
 //! connections. Figures are printed (`--nocapture`); only behaviour is asserted.
 
 #[test]

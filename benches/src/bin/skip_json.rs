@@ -90,7 +90,7 @@ fn time(body: &[u8], ndjson: bool, rounds: usize) -> Result<(), Box<dyn std::err
         let what = match *who {
             "serde" => "serde_json IgnoredAny",
             "ours" => "our scanner",
-            _ => "our scanner before #19",
+            _ => "our scanner before its fast path",
         };
         println!("  {what:<24} {:>7.0} / {:>7.0}", best[i], median[i]);
     }
