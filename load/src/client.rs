@@ -61,7 +61,7 @@ const RETRY_AFTER_TRIES: u32 = 10;
 
 /// One request, the whole body read: (status, body). A 429 or 5xx answer that carries
 /// `Retry-After` (kube-apiserver's "storage is (re)initializing" while a new resource's cache
-/// fills) is sent again after the seconds it names, up to [`RETRY_AFTER_TRIES`] times, as
+/// fills) is sent again after the seconds it names, up to 10 times, as
 /// client-go does.
 pub async fn call(
     port: u16,
