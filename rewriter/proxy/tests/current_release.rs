@@ -19,6 +19,10 @@ use kube::runtime::watcher;
 use kube_api_rewriter_testkit::*;
 use serde_json::{Value, json};
 
+#[path = "current_release/support.rs"]
+mod support;
+use support::*;
+
 const INTERNAL: &str = "internal.virtualization.deckhouse.io";
 const UP_VM: &str = "internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io";
 /// What may never reach a client of the KubeVirt proxy.
@@ -179,132 +183,6 @@ fn no_renamed(what: &str, text: &str) -> Check {
     Ok(())
 }
 
-fn kubectl_p(p: &ProxyProc, args: &[&str]) -> Output {
-    p.kubectl(args)
-}
-
-/// curl through `p` (the proxy adds its credentials): (status, content type, body).
-fn get(p: &ProxyProc, path: &str, accept: &str) -> (String, String, Vec<u8>) {
-    let dir = temp_dir("get");
-    let body = dir.join("body");
-    let o = curl(&[
-        "-sS",
-        "-o",
-        body.to_str().expect("utf-8"),
-        "-w",
-        "%{http_code} %{content_type}",
-        "-H",
-        &format!("Accept: {accept}"),
-        &p.url(path),
-    ]);
-    let meta = String::from_utf8_lossy(&o.stdout).into_owned();
-    let (code, ct) = meta.split_once(' ').unwrap_or((&meta, ""));
-    let bytes = std::fs::read(&body).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(dir);
-    (code.to_owned(), ct.to_owned(), bytes)
-}
-
-/// The same GET straight to kube-apiserver as admin.
-fn get_direct(cp: &ControlPlane, path: &str, accept: &str) -> (String, String, Vec<u8>) {
-    let dir = temp_dir("get");
-    let body = dir.join("body");
-    let o = curl(&[
-        "-sS",
-        "--cacert",
-        cp.get("KUBE_CA_FILE"),
-        "-H",
-        &format!("Authorization: Bearer {}", cp.get("ADMIN_TOKEN")),
-        "-o",
-        body.to_str().expect("utf-8"),
-        "-w",
-        "%{http_code} %{content_type}",
-        "-H",
-        &format!("Accept: {accept}"),
-        &format!("{}{path}", cp.get("KUBE_APISERVER_URL")),
-    ]);
-    let meta = String::from_utf8_lossy(&o.stdout).into_owned();
-    let (code, ct) = meta.split_once(' ').unwrap_or((&meta, ""));
-    let bytes = std::fs::read(&body).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(dir);
-    (code.to_owned(), ct.to_owned(), bytes)
-}
-
-// ---------------------------------------------------------------- the aggregated API
-
-/// An APIService for `v1alpha2.subresources.virtualization.deckhouse.io`, served by a TLS double
-/// that answers discovery, reached as kube-apiserver reaches virtualization-api: an ExternalName
-/// Service on loopback. Waits until the APIService is Available. Returns the double's port.
-fn aggregated_api(cp: &ControlPlane) -> u16 {
-    let dir = cp.dir.join("aggregated");
-    std::fs::create_dir_all(&dir).expect("dir");
-    let (crt, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    self_signed_cert(&crt, &key, "virtualization-api");
-    let port = discovery_double(&crt, &key);
-    let objects = format!(
-        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: d8-virtualization}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: virtualization-api, namespace: d8-virtualization}}\nspec:\n  type: ExternalName\n  externalName: 127.0.0.1\n  ports: [{{name: https, port: {port}, protocol: TCP, targetPort: {port}}}]\n---\napiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {{name: v1alpha2.{AGGREGATED}}}\nspec:\n  group: {AGGREGATED}\n  version: v1alpha2\n  groupPriorityMinimum: 999\n  versionPriority: 15\n  insecureSkipTLSVerify: true\n  service: {{name: virtualization-api, namespace: d8-virtualization, port: {port}}}\n"
-    );
-    ok(&kubectl_in(cp.kubeconfig(), &["apply", "-f", "-"], &objects));
-    ok(&cp.kubectl(&[
-        "wait",
-        "--for=condition=Available",
-        "--timeout=60s",
-        &format!("apiservice/v1alpha2.{AGGREGATED}"),
-    ]));
-    port
-}
-
-/// The discovery of the aggregated group, as virtualization-api serves it.
-fn discovery_double(crt: &std::path::Path, key: &std::path::Path) -> u16 {
-    use bytes::Bytes;
-    use http_body_util::Full;
-    use hyper_util::rt::TokioIo;
-    use kube_api_rewriter_proxy::tls;
-    let certs = tls::load_certs(crt).expect("cert");
-    let key = tls::load_key(key).expect("key");
-    let mut cfg = rustls::ServerConfig::builder_with_provider(tls::provider())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .expect("server config");
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    spawn_double(move |s| {
-        let acceptor = acceptor.clone();
-        async move {
-            let Ok(tls) = acceptor.accept(s).await else { return };
-            let svc = hyper::service::service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
-                let path = req.uri().path().to_owned();
-                let (status, body) = match path.as_str() {
-                    "/apis" => (
-                        200,
-                        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [{"name": AGGREGATED, "versions": [{"groupVersion": format!("{AGGREGATED}/v1alpha2"), "version": "v1alpha2"}], "preferredVersion": {"groupVersion": format!("{AGGREGATED}/v1alpha2"), "version": "v1alpha2"}}]}),
-                    ),
-                    p if p == format!("/apis/{AGGREGATED}/v1alpha2") => (
-                        200,
-                        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{AGGREGATED}/v1alpha2"), "resources": [
-                            {"name": "virtualmachines", "singularName": "", "namespaced": true, "kind": "VirtualMachine", "verbs": ["get", "list"]},
-                            {"name": "virtualmachines/console", "singularName": "", "namespaced": true, "kind": "VirtualMachineConsole", "verbs": ["get"]},
-                        ]}),
-                    ),
-                    _ => (
-                        404,
-                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
-                    ),
-                };
-                let mut r = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
-                *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
-                r.headers_mut()
-                    .insert("content-type", "application/json".parse().expect("hv"));
-                Ok::<_, std::convert::Infallible>(r)
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), svc)
-                .await;
-        }
-    })
-}
-
 // ---------------------------------------------------------------- aggregated discovery
 
 const DISCOVERY_V2: &str =
@@ -446,19 +324,18 @@ fn openapi_v3() {
             "/openapi/v3 lists no apis/kubevirt.io/v1"
         );
 
-        let bad = vm_yaml(NS, &format!("strict-{tag}"), "  bogusField: 1\n");
-        let o = kubectl_in(
-            p.kubeconfig.to_str().expect("utf-8"),
-            &[
+        let strict = |yaml: &str| {
+            let args = [
                 "apply",
                 "--validate=strict",
                 "--dry-run=server",
                 "-f",
                 "-",
                 &cache_arg,
-            ],
-            &bad,
-        );
+            ];
+            kubectl_in(p.kubeconfig.to_str().expect("utf-8"), &args, yaml)
+        };
+        let o = strict(&vm_yaml(NS, &format!("strict-{tag}"), "  bogusField: 1\n"));
         ensure!(!o.status.success(), "an unknown field passed strict validation");
         let err = String::from_utf8_lossy(&o.stderr);
         no_renamed("the strict-validation error", &err)?;
@@ -466,19 +343,7 @@ fn openapi_v3() {
             err.contains("unknown field \"spec.bogusField\""),
             "strict validation said: {err}"
         );
-        let good = vm_yaml(NS, &format!("strict-{tag}"), "");
-        let o = kubectl_in(
-            p.kubeconfig.to_str().expect("utf-8"),
-            &[
-                "apply",
-                "--validate=strict",
-                "--dry-run=server",
-                "-f",
-                "-",
-                &cache_arg,
-            ],
-            &good,
-        );
+        let o = strict(&vm_yaml(NS, &format!("strict-{tag}"), ""));
         stdout(&o).map_err(|e| format!("a valid VM failed strict validation: {e}"))?;
         Ok(())
     });
@@ -675,14 +540,6 @@ fn streaming_list_kube_rs() {
     });
 }
 
-async fn client_for(kubeconfig: &str) -> Result<kube::Client, String> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    kube::Client::try_from(cfg).map_err(|e| e.to_string())
-}
-
 // ---------------------------------------------------------------- CBOR
 
 /// With the server's CBOR serving on: a client that also accepts JSON gets a correct JSON answer
@@ -748,32 +605,6 @@ fn cbor() {
         );
         Ok(())
     });
-}
-
-/// A CBOR document as JSON, for comparison: map keys (kube-apiserver writes them as byte
-/// strings) become strings, tags are dropped, bytes become text.
-fn decode_cbor(bytes: &[u8]) -> Result<Value, String> {
-    fn json(v: ciborium::Value) -> Value {
-        use ciborium::Value as C;
-        let text = |v: C| match v {
-            C::Text(t) => t,
-            C::Bytes(b) => String::from_utf8_lossy(&b).into_owned(),
-            other => format!("{other:?}"),
-        };
-        match v {
-            C::Null => Value::Null,
-            C::Bool(b) => Value::Bool(b),
-            C::Integer(i) => json!(i128::from(i)),
-            C::Float(f) => json!(f),
-            C::Text(_) | C::Bytes(_) => Value::String(text(v)),
-            C::Array(a) => Value::Array(a.into_iter().map(json).collect()),
-            C::Map(m) => Value::Object(m.into_iter().map(|(k, v)| (text(k), json(v))).collect()),
-            C::Tag(_, inner) => json(*inner),
-            other => Value::String(format!("{other:?}")),
-        }
-    }
-    let v: ciborium::Value = ciborium::from_reader(bytes).map_err(|e| format!("not CBOR: {e}"))?;
-    Ok(json(v))
 }
 
 // ---------------------------------------------------------------- ValidatingAdmissionPolicy
