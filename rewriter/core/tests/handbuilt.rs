@@ -1,6 +1,6 @@
-//! Kinds the local kube-apiserver v1.20 cannot produce, from hand-built fixtures in
-//! `testdata/` (written from the API reference): admission responses, ValidatingAdmissionPolicy
-//! and its binding, SelfSubjectRulesReview.
+//! Hand-built fixtures in `testdata/` (written from the API reference) for shapes the captures
+//! lack: admission responses, ValidatingAdmissionPolicy and its binding (the proxy's
+//! `current_release` tests also run them on the real server), SelfSubjectRulesReview.
 
 use base64::Engine as _;
 use kube_api_rewriter::object::{self, Context, Outcome};
