@@ -64,9 +64,10 @@ source "$WRAPPER/build.env"
 [[ -n $TOOL_VERSION && -n $TOOL_BINARIES ]] || die "$WRAPPER/build.env sets no TOOL_VERSION or TOOL_BINARIES"
 VERSION=${2:-$TOOL_VERSION}
 
-hash_files() { # the wrapper's files, its build.env and the Go version, as one digest
+# hash_files DIR: the wrapper's files (build.env among them; paths relative, so every checkout
+# agrees) and the Go version, as one digest
+hash_files() {
   { (cd "$1" && find . -type f ! -name '*.log' | LC_ALL=C sort | xargs sha256sum)
-    sha256sum "$WRAPPER/build.env"
     echo "$GO_VERSION $VERSION"; } | sha256sum | cut -c1-12
 }
 
