@@ -78,7 +78,10 @@ free_port() {
   die "no free port found"
 }
 
-pid_alive() { # pid_alive PID NAME: running and its command line mentions NAME
+# pid_alive PID NAME: running and its command line mentions NAME (before signalling a PID that
+# may have been reused). While a process starts, its command line is briefly unreadable as
+# bash execs it, so the start loops ask `kill -0` alone.
+pid_alive() {
   [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2"
 }
 
@@ -252,7 +255,7 @@ start_etcd() {
     if curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_CLIENT_PORT/health" 2>/dev/null | grep -q '"health":"true"'; then
       return 0
     fi
-    pid_alive "$pid" etcd || { show_logs; die "etcd exited"; }
+    kill -0 "$pid" 2>/dev/null || { show_logs; die "etcd exited"; }
     sleep 0.25
   done
   show_logs
@@ -318,7 +321,7 @@ start_apiserver() {
       log "kube-apiserver ready (pid $pid) after $(( SECONDS - t0 )) s"
       return 0
     fi
-    pid_alive "$pid" kube-apiserver || { show_logs; die "kube-apiserver exited"; }
+    kill -0 "$pid" 2>/dev/null || { show_logs; die "kube-apiserver exited"; }
     sleep 0.25
   done
   show_logs
@@ -335,7 +338,7 @@ wait_healthy() {
       log "$name healthy (pid $pid) after $(( SECONDS - t0 )) s"
       return 0
     fi
-    pid_alive "$pid" "$name" || { show_logs; die "$name exited"; }
+    kill -0 "$pid" 2>/dev/null || { show_logs; die "$name exited"; }
     sleep 0.25
   done
   show_logs
