@@ -15,43 +15,32 @@ pub fn kubectl_p(p: &ProxyProc, args: &[&str]) -> Output {
 
 /// curl through `p` (the proxy adds its credentials): (status, content type, body).
 pub fn get(p: &ProxyProc, path: &str, accept: &str) -> (String, String, Vec<u8>) {
-    let dir = temp_dir("get");
-    let body = dir.join("body");
-    let o = curl(&[
-        "-sS",
-        "-o",
-        body.to_str().expect("utf-8"),
-        "-w",
-        "%{http_code} %{content_type}",
-        "-H",
-        &format!("Accept: {accept}"),
-        &p.url(path),
-    ]);
-    let meta = String::from_utf8_lossy(&o.stdout).into_owned();
-    let (code, ct) = meta.split_once(' ').unwrap_or((&meta, ""));
-    let bytes = std::fs::read(&body).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(dir);
-    (code.to_owned(), ct.to_owned(), bytes)
+    fetch(&p.url(path), accept, &[])
 }
 
 /// The same GET straight to kube-apiserver as admin.
 pub fn get_direct(cp: &ControlPlane, path: &str, accept: &str) -> (String, String, Vec<u8>) {
+    let auth = format!("Authorization: Bearer {}", cp.get("ADMIN_TOKEN"));
+    let url = format!("{}{path}", cp.get("KUBE_APISERVER_URL"));
+    fetch(&url, accept, &["--cacert", cp.get("KUBE_CA_FILE"), "-H", &auth])
+}
+
+/// A GET of `url` with curl (`extra` arguments first): (status, content type, body).
+fn fetch(url: &str, accept: &str, extra: &[&str]) -> (String, String, Vec<u8>) {
     let dir = temp_dir("get");
     let body = dir.join("body");
-    let o = curl(&[
-        "-sS",
-        "--cacert",
-        cp.get("KUBE_CA_FILE"),
-        "-H",
-        &format!("Authorization: Bearer {}", cp.get("ADMIN_TOKEN")),
+    let accept = format!("Accept: {accept}");
+    let mut args = vec!["-sS"];
+    args.extend_from_slice(extra);
+    let out = [
         "-o",
         body.to_str().expect("utf-8"),
         "-w",
         "%{http_code} %{content_type}",
-        "-H",
-        &format!("Accept: {accept}"),
-        &format!("{}{path}", cp.get("KUBE_APISERVER_URL")),
-    ]);
+    ];
+    args.extend_from_slice(&out);
+    args.extend_from_slice(&["-H", &accept, url]);
+    let o = curl(&args);
     let meta = String::from_utf8_lossy(&o.stdout).into_owned();
     let (code, ct) = meta.split_once(' ').unwrap_or((&meta, ""));
     let bytes = std::fs::read(&body).unwrap_or_default();
