@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The proxy benchmark: one run prints, through the proxy and directly, side by side,
-#   1. against a local etcd + kube-apiserver v1.20.2 holding 10,000 VMs: LIST, 20,000-event watch;
+#   1. against the local control plane's kube-apiserver holding 10,000 VMs: LIST, 20,000-event watch;
 #   2. against an in-memory upstream double: rewritten LIST MB/s, pass-through ratio, watch
 #      events/s, added latency per small GET, the proxy's peak RSS for a 200 MB LIST;
 #   3. against a kube-apiserver-like double (one chunk per event, many per write): a 20,000-event
@@ -10,6 +10,7 @@
 #      socket writes as the direct baseline) and CPU seconds per GB (for the LIST also the
 #      client's and the double's, and the least time all that CPU allows on this machine's
 #      cores); the delay a lone watch event sees.
+# At the end it prints a Markdown report (for scripts/bench-report.sh).
 #
 # Usage: scripts/bench-proxy.sh [bench_proxy options]
 #   --vms N (10000)  --events N (20000)  --list-mb N (200)  --double-events N (100000)
@@ -39,6 +40,8 @@ KC=
 if [[ ${BENCH_SKIP_APISERVER:-0} != 1 ]]; then
   "$ROOT/scripts/control-plane.sh" up "$DIR" >&2
   KC=$DIR/admin.kubeconfig
+  KUBE_VERSION=$(source "$DIR/env" && echo "$KUBE_VERSION")
+  export KUBE_VERSION
 fi
 "$TARGET/release/bench_proxy" \
   --proxy-bin "$TARGET/release/kube-api-rewriter" \

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{SinkExt as _, StreamExt as _};
+use kube_api_rewriter_testkit::report::Report;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -217,6 +218,41 @@ async fn bench(t: &Target, echo: u16, rounds: usize, mib: usize) -> anyhow::Resu
     println!("  through the chain    {c:>9.1} MiB/s");
     println!("  direct to the port   {d:>9.1} MiB/s");
     println!("  ratio chain/direct   {:.3}  ({:.1}x slower)", c / d, d / c);
+    let mut r = Report::new(
+        "subresources",
+        &["measure", "through the chain", "direct", "chain / direct"],
+    );
+    r.row([
+        format!("console round trip, 32 B, p50 of {rounds}"),
+        format!("{:.0} us", us(c50)),
+        format!("{:.0} us", us(d50)),
+        format!("{:.1}x", us(c50) / us(d50)),
+    ]);
+    r.row([
+        format!("console round trip, 32 B, p99 of {rounds}"),
+        format!("{:.0} us", us(c99)),
+        format!("{:.0} us", us(d99)),
+        format!("{:.1}x", us(c99) / us(d99)),
+    ]);
+    r.row([
+        format!("port-forward, {mib} MiB sent and echoed"),
+        format!("{c:.1} MiB/s"),
+        format!("{d:.1} MiB/s"),
+        format!("{:.3}", c / d),
+    ]);
+    r.headline(
+        "virtualization-api: console round trip through the whole chain (p50)",
+        format!("{:.0} us", us(c50)),
+    );
+    r.headline(
+        "virtualization-api: port-forward through the whole chain",
+        format!("{c:.1} MiB/s"),
+    );
+    r.note(
+        "`scripts/bench-subresources.sh`: client -> kube-apiserver (aggregator) -> virtualization-api -> \
+         rewriter sidecar -> fake virt-api (a test double that echoes), against straight TCP to the echo port.",
+    );
+    r.print();
     Ok(())
 }
 

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kube_api_rewriter_testkit::report::Report;
 use kube_api_rewriter_testkit::*;
 
 const VM: &str = "virtualmachines.virtualization.deckhouse.io";
@@ -112,6 +113,16 @@ fn main() {
     rt.spawn(fake_virt_controller::run(kv_client));
 
     println!("{n} VMs created with one kubectl apply, time until all are Running:");
+    let mut rep = Report::new(
+        "vm200",
+        &[
+            "mode",
+            "all Running after",
+            "of which `kubectl apply`",
+            "controller peak RSS / CPU",
+            "sidecar peak RSS / CPU",
+        ],
+    );
     for embedded in [false, true] {
         let mode = if embedded { "embedded" } else { "sidecar" };
         let sidecar = (!embedded).then(|| ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]));
@@ -165,8 +176,27 @@ fn main() {
                 "; sidecar peak RSS {rss:.1} MiB, CPU {cpu:.2} s"
             )),
         );
+        rep.row([
+            mode.to_owned(),
+            format!("{:.1} s", all.as_secs_f64()),
+            format!("{:.1} s", applied.as_secs_f64()),
+            format!("{ctl_rss:.1} MiB / {ctl_cpu:.2} s"),
+            side.map_or_else(
+                || "(none)".into(),
+                |(rss, cpu)| format!("{rss:.1} MiB / {cpu:.2} s"),
+            ),
+        ]);
+        rep.headline(
+            format!("controller: {n} VMs Running after one `kubectl apply`, {mode} mode"),
+            format!("{:.1} s", all.as_secs_f64()),
+        );
         let _ = ctl.kill();
         let _ = ctl.wait();
         drop(sidecar);
     }
+    rep.note(format!(
+        "`cargo bench -p virtualization-controller --bench vm200` ({} build), {n} `AlwaysOn` VMs; the fake virt-controller (a test double) is shared and not measured.",
+        if cfg!(debug_assertions) { "debug" } else { "release" }
+    ));
+    rep.print();
 }

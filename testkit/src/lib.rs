@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod report;
+
 /// The `kube-api-rewriter` binary: `$KUBE_API_REWRITER_BIN`, else the one beside the running
 /// test executable (`target/<profile>/`), built with `cargo build` first if it is missing.
 pub fn rewriter_bin() -> PathBuf {

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Runs the benchmarks once and copies what they print into the docs, so that every figure there
+# comes from one run on one commit:
+#   - each benchmark's report (a Markdown table between `<!-- report:NAME -->` markers, stamped
+#     with date, commit and machine) replaces the block of the same name in docs/benchmarks.md;
+#   - their headline rows make the table between `<!-- headline -->` markers in README.md.
+# Not in CI: a full run takes about half an hour on 2 cores, and figures need a quiet machine.
+#
+# Usage: scripts/bench-report.sh [--only engine,proxy,subresources,vm200,load] [--logs DIR]
+#   --only   run these benchmarks only (their blocks are replaced, the others kept; the README's
+#            headline table is rewritten only by a run of all of them)
+#   --logs   keep each benchmark's whole output in DIR (default: a temporary directory)
+# Commit first: the commit the reports name is the checkout's, marked `+changes` when the
+# tracked files differ from it.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+ALL=engine,proxy,subresources,vm200,load
+only=$ALL
+logs=
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --only) only=${2:?--only needs a list}; shift 2 ;;
+    --logs) logs=${2:?--logs needs a directory}; shift 2 ;;
+    *) echo "bench-report.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+for b in ${only//,/ }; do
+  [[ ,$ALL, == *,$b,* ]] || { echo "bench-report.sh: unknown benchmark $b (one of $ALL)" >&2; exit 2; }
+done
+if [[ -z $logs ]]; then
+  logs=$(mktemp -d "${TMPDIR:-/tmp}/kar-bench-report.XXXXXX")
+fi
+mkdir -p "$logs"
+if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
+  echo "bench-report.sh: warning: the tree differs from HEAD; the reports say +changes" >&2
+fi
+TARGET=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+want() { [[ ,$only, == *,$1,* ]]; }
+step() { echo "==> $1 ($(date -u +%H:%M:%S), output in $logs/$1.log)" >&2; }
+
+ran=()
+if want engine; then
+  step engine
+  cargo bench -j2 -p kube-api-rewriter-benches --bench engine > "$logs/engine.criterion.log" 2>&1
+  cargo run -q --release -j2 -p kube-api-rewriter-benches --bin engine_report -- "$TARGET/criterion" > "$logs/engine.log"
+  ran+=(engine)
+fi
+if want proxy; then
+  step proxy
+  scripts/bench-proxy.sh > "$logs/proxy.log"
+  ran+=(proxy)
+fi
+if want subresources; then
+  step subresources
+  scripts/bench-subresources.sh > "$logs/subresources.log"
+  ran+=(subresources)
+fi
+if want vm200; then
+  step vm200
+  cargo bench -j2 -p virtualization-controller --bench vm200 > "$logs/vm200.log"
+  ran+=(vm200)
+fi
+if want load; then
+  step load
+  scripts/load.sh > "$logs/load.log"
+  ran+=(load)
+fi
+
+# Prints the lines of FILE between `<!-- KIND:NAME -->` and `<!-- /KIND:NAME -->`, markers included.
+block() {
+  awk -v open="<!-- $2:$3 -->" -v close="<!-- /$2:$3 -->" '
+    $0 == open { on = 1 } on { print } $0 == close { on = 0 }' "$1"
+}
+# Replaces in FILE the lines from OPEN to CLOSE (markers included) with the lines of NEW.
+splice() {
+  local file=$1 open=$2 close=$3 new=$4
+  grep -qxF -- "$open" "$file" || { echo "bench-report.sh: $file has no $open block" >&2; exit 1; }
+  awk -v open="$open" -v close="$close" -v new="$new" '
+    $0 == open { while ((getline l < new) > 0) print l; skip = 1; next }
+    skip && $0 == close { skip = 0; next }
+    !skip { print }' "$file" > "$file.tmp"
+  mv "$file.tmp" "$file"
+}
+
+for b in "${ran[@]}"; do
+  block "$logs/$b.log" report "$b" > "$logs/$b.report.md"
+  [[ -s $logs/$b.report.md ]] || { echo "bench-report.sh: $b printed no report (see $logs/$b.log)" >&2; exit 1; }
+  splice docs/benchmarks.md "<!-- report:$b -->" "<!-- /report:$b -->" "$logs/$b.report.md"
+done
+
+if [[ $only == "$ALL" ]]; then
+  {
+    echo "<!-- headline -->"
+    sed -n 2p "$logs/engine.report.md"
+    echo
+    echo "| measure | figure |"
+    echo "| --- | --- |"
+    for b in "${ran[@]}"; do
+      block "$logs/$b.log" headline "$b" | grep -v '^<!--'
+    done
+    echo
+    echo "How each is measured, and every other figure: [docs/benchmarks.md](docs/benchmarks.md)."
+    echo "<!-- /headline -->"
+  } > "$logs/headline.md"
+  splice README.md "<!-- headline -->" "<!-- /headline -->" "$logs/headline.md"
+fi
+echo "bench-report.sh: docs/benchmarks.md${only:+ ($only)}$([[ $only == "$ALL" ]] && echo " and README.md") updated; logs in $logs" >&2
