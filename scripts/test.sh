@@ -33,6 +33,9 @@ if [[ -n $refs ]]; then
   exit 1
 fi
 
+step "the docs name paths that exist, no issue numbers, a short README"
+scripts/check-docs.sh
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 cargo fmt --manifest-path examples/kubevirt-operator/Cargo.toml -- --check

@@ -476,7 +476,7 @@ pub fn yaml(data: &[u8]) {
     }
 }
 
-/// Differential oracle for the scanner's fast paths (issue #19): the core's scanner and the
+/// Differential oracle for the scanner's fast paths: the core's scanner and the
 /// scanner as it was before them must agree on every verdict, span, error offset and message,
 /// for a whole document, a stream of values (with a fuzzer-chosen error base), a string value
 /// and an object walked member by member. The whole-document verdict must also be serde_json's

@@ -1,4 +1,4 @@
-//! Connections from hostile clients (issue 13), on the proxy's own listeners (no upstream is
+//! Connections from hostile clients, on the proxy's own listeners (no upstream is
 //! needed: the kubeconfig points at a closed port). Deadlines are checked by behaviour: the
 //! proxy closes the connection (a read sees the end); the read timeouts only keep a broken
 //! build from hanging the suite.

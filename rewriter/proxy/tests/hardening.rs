@@ -1,4 +1,4 @@
-//! The proxy under hostile clients (issue 13), against the real kube-apiserver: request body
+//! The proxy under hostile clients, against the real kube-apiserver: request body
 //! limits on every route, the kubeconfig's impersonation fixing the identity, upgrades only for
 //! streaming subresources, refused upgrades restored. Every case runs with `LOG_LEVEL=trace`, and the logs are checked for
 //! the test tokens at the end.

@@ -1,4 +1,4 @@
-//! The scanner as it was before its fast paths (issue #19), kept verbatim for the differential
+//! The scanner as it was before its fast paths, kept verbatim for the differential
 //! fuzz target (`scan_diff`): only built with the `internals` feature.
 #![allow(dead_code, unreachable_pub)]
 
