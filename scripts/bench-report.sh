@@ -6,10 +6,12 @@
 #   - their headline rows make the table between `<!-- headline -->` markers in README.md.
 # Not in CI: a full run takes about half an hour on 2 cores, and figures need a quiet machine.
 #
-# Usage: scripts/bench-report.sh [--only engine,proxy,subresources,vm200,load] [--logs DIR]
+# Usage: scripts/bench-report.sh [--only engine,proxy,subresources,vm200,load] [--logs DIR] [--from DIR]
 #   --only   run these benchmarks only (their blocks are replaced, the others kept; the README's
 #            headline table is rewritten only by a run of all of them)
 #   --logs   keep each benchmark's whole output in DIR (default: a temporary directory)
+#   --from   run nothing: copy the reports of an earlier run's --logs DIR into this checkout's
+#            docs (a run from a clean clone at a fixed commit, while this one moves on)
 # Commit first: the commit the reports name is the checkout's, marked `+changes` when the
 # tracked files differ from it.
 set -euo pipefail
@@ -19,28 +21,44 @@ cd "$ROOT"
 ALL=engine,proxy,subresources,vm200,load
 only=$ALL
 logs=
+from=
 while [[ $# -gt 0 ]]; do
   case $1 in
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --logs) logs=${2:?--logs needs a directory}; shift 2 ;;
+    --from) from=${2:?--from needs a directory}; shift 2 ;;
     *) echo "bench-report.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 for b in ${only//,/ }; do
   [[ ,$ALL, == *,$b,* ]] || { echo "bench-report.sh: unknown benchmark $b (one of $ALL)" >&2; exit 2; }
 done
+want() { [[ ,$only, == *,$1,* ]]; }
+step() { echo "==> $1 ($(date -u +%H:%M:%S), output in $logs/$1.log)" >&2; }
+ran=()
+if [[ -n $from ]]; then
+  logs=$from
+  for b in ${only//,/ }; do
+    [[ -f $logs/$b.log ]] || { echo "bench-report.sh: $logs/$b.log is missing" >&2; exit 1; }
+    ran+=("$b")
+  done
+  only=norun
+fi
 if [[ -z $logs ]]; then
   logs=$(mktemp -d "${TMPDIR:-/tmp}/kar-bench-report.XXXXXX")
 fi
 mkdir -p "$logs"
-if [[ -n $(git status --porcelain --untracked-files=no) ]]; then
+if [[ $only != norun && -n $(git status --porcelain --untracked-files=no) ]]; then
   echo "bench-report.sh: warning: the tree differs from HEAD; the reports say +changes" >&2
 fi
+# One commit for every report of the run, even if the checkout moves on meanwhile.
+if [[ -z ${BENCH_STAMP_COMMIT:-} ]]; then
+  BENCH_STAMP_COMMIT=$(git rev-parse --short=12 HEAD)
+  [[ -n $(git status --porcelain --untracked-files=no) ]] && BENCH_STAMP_COMMIT+=+changes
+fi
+export BENCH_STAMP_COMMIT
 TARGET=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-want() { [[ ,$only, == *,$1,* ]]; }
-step() { echo "==> $1 ($(date -u +%H:%M:%S), output in $logs/$1.log)" >&2; }
 
-ran=()
 if want engine; then
   step engine
   cargo bench -j2 -p kube-api-rewriter-benches --bench engine > "$logs/engine.criterion.log" 2>&1
@@ -90,6 +108,9 @@ for b in "${ran[@]}"; do
   splice docs/benchmarks.md "<!-- report:$b -->" "<!-- /report:$b -->" "$logs/$b.report.md"
 done
 
+if [[ $only == norun ]]; then
+  only=$(IFS=,; echo "${ran[*]}")
+fi
 if [[ $only == "$ALL" ]]; then
   {
     echo "<!-- headline -->"
