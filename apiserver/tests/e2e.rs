@@ -1,4 +1,4 @@
-//! virtualization-api end to end on the real local control plane (etcd + kube-apiserver 1.20):
+//! virtualization-api end to end on the real local control plane (`scripts/control-plane.sh`):
 //! the APIService routed by kube-apiserver's aggregator to the server on loopback, real
 //! kubectl, real RBAC and SubjectAccessReviews, a tokio-tungstenite WebSocket client, and a
 //! fake virt-api (the only test double). One control plane; the cases run one after another
@@ -794,7 +794,7 @@ fn openapi(e: &Env) {
         "{}",
         e.server.logs()
     );
-    // kube-apiserver 1.20 never fetches v3: straight to the server, as the aggregator would.
+    // The aggregator fetches v3 when it chooses to: ask the server straight, as the aggregator does.
     let (code, body) = e.as_user(&e.server, "system:aggregator", &[], &[], "/openapi/v3");
     assert_eq!(code, 200, "{body}");
     let idx = tk::parse_json(&body);

@@ -16,8 +16,8 @@ pub fn now() -> String {
 }
 
 /// A condition of `type_`, keeping the old `lastTransitionTime` from `old` when the status did
-/// not change. `message` must not be empty: kube-apiserver 1.20 reads an empty string in a
-/// custom resource as `null` and rejects it for a `string` field.
+/// not change. `message` is never empty: a custom resource's empty string can be read back as
+/// `null`, which a `string` field rejects.
 pub fn condition(
     old: &[Condition],
     type_: &str,

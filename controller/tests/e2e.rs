@@ -1,5 +1,5 @@
-//! The virtualization-controller end to end, on the real local control plane (etcd +
-//! kube-apiserver v1.20), in both rewriter modes: the `virtualization-controller` binary behind
+//! The virtualization-controller end to end, on the real local control plane
+//! (`scripts/control-plane.sh`), in both rewriter modes: the `virtualization-controller` binary behind
 //! its own `kube-api-rewriter` sidecar, then the binary with the rewriter's Layer embedded in its
 //! client (`--embedded-rewriter`, talking to kube-apiserver directly). The fake virt-controller
 //! (test double, see `fake_virt_controller/`) runs behind another sidecar throughout. Users' objects are written with kubectl straight to

@@ -8,7 +8,7 @@
 //! rules version appended (`"ABC"` → `"ABC-r1f2e..."`): a document rewritten under older rules
 //! never matches, so kubectl's disk cache cannot serve one. An `If-None-Match` carrying the
 //! current rules version is passed upstream as upstream's own ETag, so a `304` still works.
-//! Anything but a `200` (an upstream `404` for `/openapi/v3` on kube-apiserver 1.20, a `304`
+//! Anything but a `200` (an upstream `404` for a group document it does not serve, a `304`
 //! with its ETag extended) passes unchanged.
 
 use std::collections::HashMap;
@@ -85,8 +85,8 @@ enum Format {
     Protobuf,
 }
 
-/// JSON or protobuf, by the body: kube-apiserver 1.20 labels its JSON `text/plain` and its
-/// protobuf `application/octet-stream`. A JSON document is an object; gnostic's `Document`
+/// JSON or protobuf, by the body, not the media type: older kube-apiservers label their JSON
+/// `text/plain` and their protobuf `application/octet-stream`. A JSON document is an object; gnostic's `Document`
 /// starts with a field tag, never `{` (field 15, wire type 3: groups, which OpenAPI never uses).
 fn format_of(body: &[u8]) -> Format {
     match body.iter().find(|b| !b.is_ascii_whitespace()) {

@@ -1,7 +1,7 @@
 //! Upstream connections that scale with the streams in flight.
 //!
 //! hyper's pooled client keeps one HTTP/2 connection per host and, once the server's
-//! `SETTINGS_MAX_CONCURRENT_STREAMS` is reached (250 on kube-apiserver 1.20, Go's default),
+//! `SETTINGS_MAX_CONCURRENT_STREAMS` is reached (Go's default, 250, on kube-apiserver),
 //! queues further requests until a stream frees. Watches do not free their stream for minutes,
 //! so the 251st watch (and every GET behind it) would hang. Go's HTTP/2 transport opens another
 //! connection instead; this does the same: requests go to *lanes*, each a pooled client with its

@@ -145,11 +145,9 @@ type LaneClient = Client<LaneConnector<HttpsConnector<HttpConnector>>, Body>;
 const STREAM_WINDOW: u32 = 1 << 20;
 
 /// Largest HTTP/2 frame the proxy takes from upstream (SETTINGS_MAX_FRAME_SIZE; a quarter of a
-/// stream's window). At the protocol's default of 16 KiB a 47 MB LIST from a TLS upstream came
-/// as 2,900 DATA frames, each taken and written on its own: 41-63 write syscalls per MB and
-/// 0.086-0.118 s through the proxy in part 3 of the proxy benchmark, against 5-7 and 0.059 s
-/// at this size. kube-apiserver 1.20 sends a LIST in frames up to the limit (a 2 MB LIST came
-/// in 9 frames, the largest 256 KiB; `/openapi/v2` it writes 32 KiB at a time).
+/// stream's window). kube-apiserver sends a LIST in frames up to the limit; at the protocol's
+/// default of 16 KiB a large LIST comes as thousands of DATA frames, each taken and written on
+/// its own. Larger frames write less still, but each holds its size per connection.
 const MAX_FRAME_SIZE: u32 = 256 << 10;
 
 /// Times a bodiless GET is sent again after its upstream connection failed before the head.

@@ -351,8 +351,8 @@ fn kubectl_through_proxy() {
         assert!(!groups.contains(INTERNAL), "{groups}");
     };
 
-    // v1.20 serves no /openapi/v3, so kubectl reads /openapi/v2 (protobuf), which the proxy
-    // restores (tests/openapi.rs checks explain and validation in depth).
+    // kubectl reads the OpenAPI documents through the proxy, which restores them
+    // (tests/openapi.rs checks explain and validation in depth).
     let explain = || {
         // kube-apiserver publishes a new CRD's schema a few seconds after it is established.
         p.wait_until(Duration::from_secs(60), |p| {

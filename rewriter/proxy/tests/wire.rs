@@ -649,7 +649,7 @@ struct Held {
 }
 
 /// 300 long requests at once through [`Upstream`] to an HTTP/2 server allowing 250 streams per
-/// connection (kube-apiserver 1.20's limit): every one reaches the server and is answered, over
+/// connection (kube-apiserver's limit, Go's default): every one reaches the server and is answered, over
 /// more than one connection. hyper alone would queue the 251st behind the first 250, which
 /// answer only once all 300 have arrived (as watches never free their stream): a hang.
 #[test]
