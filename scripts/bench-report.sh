@@ -88,16 +88,16 @@ fi
 
 # Prints the lines of FILE between `<!-- KIND:NAME -->` and `<!-- /KIND:NAME -->`, markers included.
 block() {
-  awk -v open="<!-- $2:$3 -->" -v close="<!-- /$2:$3 -->" '
-    $0 == open { on = 1 } on { print } $0 == close { on = 0 }' "$1"
+  awk -v first="<!-- $2:$3 -->" -v last="<!-- /$2:$3 -->" '
+    $0 == first { on = 1 } on { print } $0 == last { on = 0 }' "$1"
 }
 # Replaces in FILE the lines from OPEN to CLOSE (markers included) with the lines of NEW.
 splice() {
-  local file=$1 open=$2 close=$3 new=$4
-  grep -qxF -- "$open" "$file" || { echo "bench-report.sh: $file has no $open block" >&2; exit 1; }
-  awk -v open="$open" -v close="$close" -v new="$new" '
-    $0 == open { while ((getline l < new) > 0) print l; skip = 1; next }
-    skip && $0 == close { skip = 0; next }
+  local file=$1 first=$2 last=$3 new=$4
+  grep -qxF -- "$first" "$file" || { echo "bench-report.sh: $file has no $first block" >&2; exit 1; }
+  awk -v first="$first" -v last="$last" -v new="$new" '
+    $0 == first { while ((getline l < new) > 0) print l; skip = 1; next }
+    skip && $0 == last { skip = 0; next }
     !skip { print }' "$file" > "$file.tmp"
   mv "$file.tmp" "$file"
 }
