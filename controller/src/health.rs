@@ -1,14 +1,19 @@
-//! A tiny HTTP/1.1 responder for the probe and metrics listeners: `GET /healthz`, `/readyz` and
-//! `/metrics` ([`crate::metrics`]), one request per connection. Deckhouse's listen-address syntax (`:8083`) is
-//! accepted.
+//! The probe and metrics listeners: `GET /healthz`, `/readyz` and `/metrics`
+//! ([`crate::metrics`]) over hyper's HTTP/1.1, with a header deadline, a connection deadline and
+//! a connection cap. Deckhouse's listen-address syntax (`:8083`) is accepted.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
 
 use crate::reconcile::Context;
 
@@ -32,15 +37,35 @@ pub enum Endpoints {
     Metrics,
 }
 
-/// Serves `endpoints` on `listener` until the task is dropped.
+/// Open connections per listener; a connection beyond it is closed at once.
+const MAX_CONNECTIONS: usize = 64;
+/// The longest a connection may take to send its request head.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest a connection may stay open.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `endpoints` on `listener` (HTTP/1.1, keep-alive) until the task is dropped.
 pub async fn serve(listener: TcpListener, endpoints: Endpoints, ctx: Arc<Context>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            continue;
+        };
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), answer(stream, endpoints, &ctx)).await;
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let resp = answer(&req, endpoints, &ctx);
+                async move { Ok::<_, std::convert::Infallible>(resp) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, conn).await;
+            drop(slot);
         });
     }
 }
@@ -59,38 +84,30 @@ pub fn respond(path: &str, endpoints: Endpoints, ctx: &Context) -> (&'static str
     }
 }
 
-async fn answer(mut stream: TcpStream, endpoints: Endpoints, ctx: &Context) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let head = String::from_utf8_lossy(&buf);
-    let mut parts = head.split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (status, body) = if method == "GET" || method == "HEAD" {
+fn answer(req: &Request<Incoming>, endpoints: Endpoints, ctx: &Context) -> Response<Full<Bytes>> {
+    let (method, path) = (req.method(), req.uri().path());
+    let (status, body) = if method == Method::GET || method == Method::HEAD {
         respond(path, endpoints, ctx)
     } else {
         ("405 Method Not Allowed", "method not allowed\n".into())
     };
-    let body = if method == "HEAD" { String::new() } else { body };
     let content_type = match endpoints {
         Endpoints::Metrics if status == "200 OK" => {
             "application/openmetrics-text; version=1.0.0; charset=utf-8"
         }
         _ => "text/plain; charset=utf-8",
     };
-    let resp = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(resp.as_bytes()).await?;
-    stream.shutdown().await
+    let code = status
+        .split(' ')
+        .next()
+        .and_then(|c| c.parse().ok())
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = code;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
 }
 
 #[cfg(test)]

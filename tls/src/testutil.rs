@@ -117,37 +117,52 @@ pub(crate) fn served_cert(server: Arc<ServerConfig>) -> CertificateDer<'static> 
         .into_owned()
 }
 
-/// Log lines written on this thread while the guard lives.
+/// Log lines written since [`Logs::capture`], by any thread of the test binary.
+///
+/// One global subscriber, installed by the first capture, writes every line into one buffer. A
+/// subscriber per test (`set_default`, thread-local) can miss lines: tracing caches each
+/// callsite's interest globally, and a callsite first reached on another test's thread, where no
+/// subscriber listens, can stay disabled for this one. Tests look for lines naming their own
+/// files, so the other tests' lines do not disturb them.
 pub(crate) struct Logs {
-    buf: Arc<Mutex<Vec<u8>>>,
-    _guard: tracing::subscriber::DefaultGuard,
+    from: usize,
+}
+
+static LOG_BUFFER: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+fn log_buffer() -> std::sync::MutexGuard<'static, Vec<u8>> {
+    LOG_BUFFER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Logs {
     pub(crate) fn capture() -> Logs {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let w = Arc::clone(&buf);
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(move || Writer(Arc::clone(&w)))
-            .finish();
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_max_level(tracing::Level::DEBUG)
+                .with_writer(|| Writer)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+        });
         Logs {
-            buf,
-            _guard: tracing::subscriber::set_default(subscriber),
+            from: log_buffer().len(),
         }
     }
 
     pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.buf.lock().expect("logs")).into_owned()
+        let buf = log_buffer();
+        String::from_utf8_lossy(&buf[self.from.min(buf.len())..]).into_owned()
     }
 }
 
-struct Writer(Arc<Mutex<Vec<u8>>>);
+struct Writer;
 
 impl std::io::Write for Writer {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("logs").extend_from_slice(b);
+        log_buffer().extend_from_slice(b);
         Ok(b.len())
     }
 

@@ -1,19 +1,19 @@
-//! A pure validating skip over a file: the core's scanner (`ours`), the scanner as it was
-//! before its fast paths (`ref`), or serde_json's `IgnoredAny` (`serde`), on the same bytes.
+//! A pure validating skip over a file: the core's scanner (`ours`) or serde_json's `IgnoredAny`
+//! (`serde`), on the same bytes.
 //! With `--ndjson` the file is a stream of values (a WATCH body) skipped one after another.
 //!
-//! One skip per run is for instruction counts under callgrind. `time` runs the three
+//! One skip per run is for instruction counts under callgrind. `time` runs the two
 //! interleaved, round after round, so a busy machine slows them alike, and prints each one's
 //! best and median throughput and ours against serde's.
 //!
-//! Usage: `skip_json ours|ref|serde|time [--ndjson] [--rounds N] FILE`
+//! Usage: `skip_json ours|serde|time [--ndjson] [--rounds N] FILE`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use kube_api_rewriter::internals;
 
-const USAGE: &str = "usage: skip_json ours|ref|serde|time [--ndjson] [--rounds N] FILE";
+const USAGE: &str = "usage: skip_json ours|serde|time [--ndjson] [--rounds N] FILE";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -43,9 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn skip(which: &str, body: &[u8], ndjson: bool) -> Result<usize, Box<dyn std::error::Error>> {
     Ok(match (which, ndjson) {
         ("ours", false) => internals::skip_document(body).map(|_| 1)?,
-        ("ref", false) => internals::skip_document_ref(body).map(|_| 1)?,
         ("ours", true) => ndjson_count(internals::skip_values(body, 0))?,
-        ("ref", true) => ndjson_count(internals::skip_values_ref(body, 0))?,
         ("serde", false) => {
             serde_json::from_slice::<serde::de::IgnoredAny>(body)?;
             1
@@ -63,8 +61,8 @@ fn skip(which: &str, body: &[u8], ndjson: bool) -> Result<usize, Box<dyn std::er
 }
 
 fn time(body: &[u8], ndjson: bool, rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
-    const WHO: [&str; 3] = ["serde", "ours", "ref"];
-    let mut took: [Vec<Duration>; 3] = Default::default();
+    const WHO: [&str; 2] = ["serde", "ours"];
+    let mut took: [Vec<Duration>; 2] = Default::default();
     for _ in 0..rounds.max(1) {
         for (who, took) in WHO.iter().zip(&mut took) {
             let t0 = Instant::now();
@@ -74,8 +72,8 @@ fn time(body: &[u8], ndjson: bool, rounds: usize) -> Result<(), Box<dyn std::err
     }
     let mib = body.len() as f64 / f64::from(1 << 20);
     let rate = |d: Duration| mib / d.as_secs_f64();
-    let mut best = [0.0; 3];
-    let mut median = [0.0; 3];
+    let mut best = [0.0; 2];
+    let mut median = [0.0; 2];
     for (i, t) in took.iter_mut().enumerate() {
         t.sort();
         best[i] = rate(t[0]);
@@ -87,10 +85,10 @@ fn time(body: &[u8], ndjson: bool, rounds: usize) -> Result<(), Box<dyn std::err
         took[0].len()
     );
     for (i, who) in WHO.iter().enumerate() {
-        let what = match *who {
-            "serde" => "serde_json IgnoredAny",
-            "ours" => "our scanner",
-            _ => "our scanner before its fast path",
+        let what = if *who == "serde" {
+            "serde_json IgnoredAny"
+        } else {
+            "our scanner"
         };
         println!("  {what:<24} {:>7.0} / {:>7.0}", best[i], median[i]);
     }

@@ -4,7 +4,6 @@
 
 use crate::error::JsonError;
 use crate::json::scan::Scanner;
-use crate::json::scan_ref::Scanner as RefScanner;
 
 /// What one scanner made of an input: the spans of the values it skipped one after another
 /// (whitespace between them, as in a watch stream), then the error that stopped it, if any.
@@ -60,13 +59,6 @@ macro_rules! entry_points {
 }
 
 entry_points!(Scanner, skip_document, skip_values, string, members);
-entry_points!(
-    RefScanner,
-    skip_document_ref,
-    skip_values_ref,
-    string_ref,
-    members_ref
-);
 
 /// The error's offset, message and whether the input ended early.
 pub fn parts(e: &JsonError) -> (usize, &'static str, bool) {

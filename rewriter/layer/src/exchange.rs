@@ -13,64 +13,12 @@ use kube_api_rewriter::Rules;
 use kube_api_rewriter::{ProxyMode, Route};
 
 use crate::body::{self, Body, BoxError, Counted};
+use crate::ctx::{Ctx, Limits};
 use crate::error::Error;
 use crate::headers::{accepts_gzip, cbor_only, json_accept};
 use crate::metrics::{Decision, Flow, Observe, Side};
-use crate::response::{self, Ctx};
+use crate::response;
 use crate::shutdown::Watch;
-
-/// Limits of the rewriting path: the defaults, changed with the `with_*` setters.
-///
-/// ```
-/// let limits = kube_api_rewriter_layer::Limits::default().with_max_request_body(64 << 10);
-/// assert_eq!(limits.max_request_body, 64 << 10);
-/// ```
-#[derive(Debug, Clone, Copy)]
-#[non_exhaustive]
-pub struct Limits {
-    /// Largest request body read (or streamed) for one request; larger ones get a 413 `Status`.
-    pub max_request_body: usize,
-    /// Largest single LIST item or WATCH event held while a stream is rewritten. A larger one
-    /// ends the response: a watch with an `ERROR` event carrying a `Status`, a list (whose
-    /// `200` head has left already) with a reset, so the client never takes it as complete.
-    pub max_item: usize,
-    /// Largest response read whole (single objects, tables, discovery documents), counted
-    /// after gzip decoding: a larger one (or a gzip body inflating past it) gets a 502 `Status`.
-    pub max_response: usize,
-}
-
-impl Default for Limits {
-    /// 3 MiB request bodies (kube-apiserver's own limit); 64 MiB items (kube-apiserver stores
-    /// objects of at most 1.5 MiB in etcd, and takes requests of at most 3 MiB); 256 MiB whole
-    /// responses.
-    fn default() -> Self {
-        Self {
-            max_request_body: 3 << 20,
-            max_item: 64 << 20,
-            max_response: 256 << 20,
-        }
-    }
-}
-
-impl Limits {
-    /// Sets [`Limits::max_request_body`].
-    pub fn with_max_request_body(mut self, bytes: usize) -> Self {
-        self.max_request_body = bytes;
-        self
-    }
-
-    /// Sets [`Limits::max_item`].
-    pub fn with_max_item(mut self, bytes: usize) -> Self {
-        self.max_item = bytes;
-        self
-    }
-
-    /// Sets [`Limits::max_response`].
-    pub fn with_max_response(mut self, bytes: usize) -> Self {
-        self.max_response = bytes;
-        self
-    }
-}
 
 /// One request on its way up and its response on the way back.
 ///

@@ -13,7 +13,8 @@ use kube_api_rewriter::Rules;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::body::{Body, BoxError};
-use crate::exchange::{Exchange, Limits};
+use crate::ctx::Limits;
+use crate::exchange::Exchange;
 use crate::metrics::{NoMetrics, Observe};
 use crate::shutdown::Watch;
 

@@ -35,6 +35,7 @@
 #![warn(unreachable_pub)]
 
 pub mod body;
+mod ctx;
 mod error;
 mod exchange;
 mod gzip;
@@ -49,8 +50,9 @@ mod stream;
 mod yaml;
 
 pub use body::{Body, BoxError};
+pub use ctx::Limits;
 pub use error::Error;
-pub use exchange::{Exchange, Limits};
+pub use exchange::Exchange;
 pub use kube_api_rewriter::Rules;
 pub use layer::{RewriteLayer, RewriteService};
 pub use metrics::{ByteCounter, Decision, Flow, NoMetrics, Observe, Side};

@@ -23,10 +23,10 @@ use kube_api_rewriter::Rules;
 use kube_api_rewriter::openapi;
 
 use crate::body::{self, Body, BoxError};
+use crate::ctx::Ctx;
 use crate::error::status;
 use crate::headers::strip_hop_by_hop;
 use crate::metrics::Side;
-use crate::response::Ctx;
 
 /// Largest OpenAPI document read (kube-apiserver's with many CRDs is tens of MiB).
 const MAX_DOCUMENT: usize = 256 << 20;

@@ -10,58 +10,28 @@
 //!
 //! gzip from upstream is decoded for rewriting and encoded again when the client accepts it.
 //!
-//! This file decides the mode and rewrites whole bodies; `stream.rs` pumps lists and watches,
+//! This file decides the mode and rewrites whole bodies; `stream/` pumps lists and watches,
 //! `gzip.rs` holds the codec.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
-use kube_api_rewriter::Rules;
 use kube_api_rewriter::stream::{MAX_LOOK_AHEAD, Shape, look_ahead};
 use kube_api_rewriter::{BodyMode, ResponseBody, Route, is_json};
 
 use crate::body::{self, Body, BoxError, Counted, EndOnShutdown};
+use crate::ctx::Ctx;
 use crate::error::{Error, status};
-use crate::exchange::Limits;
 use crate::gzip::{GZ_SLICE, Gunzip, gzip};
 use crate::headers::strip_hop_by_hop;
-use crate::metrics::{ByteCounter, Decision, Flow, Observe, Side};
-use crate::shutdown::Watch;
+use crate::metrics::{ByteCounter, Decision, Flow};
 use crate::stream::{Kind, stream};
 
 /// Frames read ahead of the client on a pass-through body.
 const PASS_DEPTH: usize = 16;
-
-/// What the response path needs to know about a request.
-#[derive(Clone)]
-pub(crate) struct Ctx {
-    pub(crate) rules: Arc<Rules>,
-    pub(crate) route: Arc<Route>,
-    /// The client accepts gzip.
-    pub(crate) client_gzip: bool,
-    pub(crate) limits: Limits,
-    pub(crate) shutdown: Watch,
-    pub(crate) observe: Arc<dyn Observe>,
-}
-
-impl Ctx {
-    fn counter(&self, flow: Flow, decision: Decision) -> Option<ByteCounter> {
-        self.observe.byte_counter(&self.route, flow, decision)
-    }
-
-    /// Records one response-body rewrite.
-    pub(crate) fn rewrote(&self, ok: bool, took: Duration) {
-        self.observe.rewritten(&self.route, Side::Target, ok, took);
-    }
-
-    pub(crate) fn invalid_json(&self, status: u16) {
-        self.observe.invalid_json(&self.route, status);
-    }
-}
 
 /// Whether a response is rewritten or passed through.
 pub(crate) fn decision(route: &Route, resp_status: u16, content_type: Option<&str>) -> Decision {

@@ -8,7 +8,7 @@ use kube_api_rewriter::Rules;
 use crate::config::Config;
 use crate::health::{self, Readiness};
 use crate::metrics::Metrics;
-use crate::monauth::MonitoringAuth;
+use crate::metrics_auth::MonitoringAuth;
 use crate::proxy::Proxy;
 use crate::server::{self, ServeOptions};
 use crate::shutdown::{self, Shutdown};

@@ -87,8 +87,8 @@ pub struct ProxyArgs {
     /// Largest request body accepted, in bytes (larger: 413).
     #[arg(long, env = "MAX_REQUEST_BODY_BYTES", default_value = "3145728")]
     pub max_request_body_bytes: String,
-    /// Largest single LIST item or WATCH event, in bytes (larger: the response ends with a
-    /// `Status`; default 64 MiB).
+    /// Largest single LIST item or WATCH event, in bytes (larger: a watch ends with an `ERROR`
+    /// event, a LIST, whose head has left already, is reset; default 64 MiB).
     #[arg(long, env = "MAX_ITEM_BYTES", default_value = "67108864")]
     pub max_item_bytes: String,
     /// Largest response read whole, after gzip decoding, in bytes (larger: 502; default 256 MiB).
@@ -191,15 +191,6 @@ pub enum LogOutput {
     Discard,
 }
 
-/// Where kube-apiserver and its credentials come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpstreamSource {
-    /// These kubeconfig files (merged, as `KUBECONFIG`).
-    Kubeconfig(Vec<PathBuf>),
-    /// In-cluster service account if available, else `~/.kube/config`.
-    Infer,
-}
-
 /// The webhook proxy.
 #[derive(Debug, Clone)]
 pub struct WebhookConfig {
@@ -223,7 +214,7 @@ pub struct Config {
     /// API client proxy listen address, `None` when disabled.
     pub client_proxy: Option<SocketAddr>,
     /// kube-apiserver.
-    pub upstream: UpstreamSource,
+    pub upstream: crate::upstream::UpstreamSource,
     /// Drop client `Impersonate-*` headers without kubeconfig impersonation.
     pub drop_impersonation_headers: bool,
     /// The webhook proxy, when enabled.
@@ -231,7 +222,7 @@ pub struct Config {
     /// Monitoring listen address, `None` when disabled.
     pub monitoring: Option<SocketAddr>,
     /// What `/metrics` requires of a bearer token, when set.
-    pub monitoring_auth: Option<crate::monauth::ResourceAttributes>,
+    pub monitoring_auth: Option<crate::metrics_auth::ResourceAttributes>,
     /// Rule file; `None` for the built-in rules.
     pub rules_path: Option<PathBuf>,
     /// `PPROF_BIND_ADDRESS` as given (warned about at start).
@@ -261,7 +252,7 @@ pub struct Config {
     /// Connection cap of the monitoring listener.
     pub monitoring_max_connections: usize,
     /// The `X-Remote-*` identity sent upstream by the API proxy.
-    pub remote_identity: crate::remote::RemoteIdentity,
+    pub remote_identity: crate::upstream::identity::RemoteIdentity,
     /// Readiness poll interval.
     pub readyz_poll_interval: Duration,
     /// Readiness staleness limit.
@@ -289,13 +280,13 @@ impl ProxyArgs {
             )),
         };
         let upstream = match self.kubeconfig.as_deref().map(str::trim) {
-            Some(list) if !list.is_empty() => UpstreamSource::Kubeconfig(
+            Some(list) if !list.is_empty() => crate::upstream::UpstreamSource::Kubeconfig(
                 list.split(':')
                     .filter(|p| !p.is_empty())
                     .map(PathBuf::from)
                     .collect(),
             ),
-            _ => UpstreamSource::Infer,
+            _ => crate::upstream::UpstreamSource::Infer,
         };
         let webhook = match self.webhook_address.as_deref().map(str::trim) {
             None | Some("") => None,
@@ -359,7 +350,7 @@ impl ProxyArgs {
         };
         let monitoring_auth = match self.monitoring_auth.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(v) => Some(crate::monauth::ResourceAttributes::parse(v).map_err(|e| {
+            Some(v) => Some(crate::metrics_auth::ResourceAttributes::parse(v).map_err(|e| {
                 bad(
                     "MONITORING_AUTH",
                     v,
@@ -450,15 +441,18 @@ impl ProxyArgs {
                 "MONITORING_MAX_CONNECTIONS",
                 &self.monitoring_max_connections,
             )?,
-            remote_identity: crate::remote::RemoteIdentity::new(&self.remote_user, &self.remote_groups)
-                .map_err(|e| {
-                    let (name, v) = if self.remote_user.trim().is_empty() {
-                        ("REMOTE_GROUPS", &self.remote_groups)
-                    } else {
-                        ("REMOTE_USER", &self.remote_user)
-                    };
-                    bad(name, v, e.to_string())
-                })?,
+            remote_identity: crate::upstream::identity::RemoteIdentity::new(
+                &self.remote_user,
+                &self.remote_groups,
+            )
+            .map_err(|e| {
+                let (name, v) = if self.remote_user.trim().is_empty() {
+                    ("REMOTE_GROUPS", &self.remote_groups)
+                } else {
+                    ("REMOTE_USER", &self.remote_user)
+                };
+                bad(name, v, e.to_string())
+            })?,
             readyz_poll_interval: duration("READYZ_POLL_INTERVAL", &self.readyz_poll_interval)?,
             readyz_stale_after: duration("READYZ_STALE_AFTER", &self.readyz_stale_after)?,
         })

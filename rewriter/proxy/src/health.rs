@@ -132,8 +132,8 @@ fn text(code: StatusCode, s: impl Into<String>) -> Response<Body> {
 }
 
 /// The answer to a `/metrics` request `MONITORING_AUTH` refuses, `None` when allowed.
-pub fn refuse(d: crate::monauth::Decision) -> Option<Response<Body>> {
-    use crate::monauth::Decision;
+pub fn refuse(d: crate::metrics_auth::Decision) -> Option<Response<Body>> {
+    use crate::metrics_auth::Decision;
     match d {
         Decision::Allowed => None,
         Decision::Unauthenticated => {

@@ -3,31 +3,29 @@
 //! ([`kube_api_rewriter`]).
 //!
 //! * [`config`]: settings from the environment (the Go sidecar's names and defaults) or flags.
-//! * [`upstream`]: the connection to kube-apiserver (kubeconfig or in-cluster) or to a webhook.
+//! * [`upstream`]: the connection to kube-apiserver (kubeconfig or in-cluster) or to a webhook:
+//!   its credentials, the HTTP/2 pool, watches on connections of their own, and the identity
+//!   headers it sends ([`upstream::identity`]: `REMOTE_USER`, `REMOTE_GROUPS`, impersonation).
 //! * [`proxy`]: the request handler shared by the API proxy and the webhook proxy.
 //! * [`webhook`]: the webhook proxy's target and TLS listener.
 //! * [`tls`]: server certificates that reload when their files change.
-//! * [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`; [`monauth`]: `MONITORING_AUTH`; [`labels`]: bounded label values.
+//! * [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`; [`metrics_auth`]: `MONITORING_AUTH` (TokenReview and SubjectAccessReview for `/metrics`); [`labels`]: bounded label values.
 //! * [`rlimit`]: the open-file limit raised at start; [`idle`]: the idle timeout of upgraded
 //!   connections.
 //! * [`shutdown`], [`server`], [`app`]: signals, accept loops and start-up; [`conns`]: the
 //!   connection cap of a listener.
 //! * [`reload`]: `RULES_PATH` reloaded without a restart.
-//! * [`remote`]: the `X-Remote-User`/`X-Remote-Group` sent upstream (`REMOTE_USER`, `REMOTE_GROUPS`).
 
 pub mod app;
 pub mod config;
 pub mod conns;
-mod driven;
 pub mod health;
 pub mod idle;
 pub mod labels;
-mod lanes;
 pub mod metrics;
-pub mod monauth;
+pub mod metrics_auth;
 pub mod proxy;
 pub mod reload;
-pub mod remote;
 pub mod rlimit;
 pub mod server;
 pub mod shutdown;

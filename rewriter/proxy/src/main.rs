@@ -218,7 +218,8 @@ fn proxy(args: &ProxyArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     rt.block_on(kube_api_rewriter_proxy::app::run(cfg)).map_err(bad)?;
-    // Upgraded connections (exec sessions) still open at the deadline end with the process.
+    // Upgraded connections (exec sessions) still open once the other connections have finished
+    // end with the process: graceful shutdown does not wait for them.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     Ok(())
 }

@@ -53,7 +53,7 @@ pub struct Proxy {
     pub rule_paths_only: bool,
     /// API proxy: the `X-Remote-*` identity sent upstream (client ones are dropped); `None`
     /// for the webhook proxy.
-    pub remote_identity: Option<crate::remote::RemoteIdentity>,
+    pub remote_identity: Option<crate::upstream::identity::RemoteIdentity>,
 }
 
 /// The proxy's own answer to a request it could not forward.

@@ -183,6 +183,15 @@ fn hostile_clients_against_kube_apiserver() {
         );
         forbidden_for(namespaces(&p_as, &[]), "user1");
         forbidden_for(namespaces(&p_as, &["Impersonate-Group: system:masters"]), "user1");
+        // A client's own Authorization does not lift the fixed identity: the connection still
+        // carries the proxy's certificate, which kube-apiserver authenticates first.
+        forbidden_for(
+            namespaces(
+                &p_as,
+                &["Authorization: Bearer not-a-token", "Impersonate-User: admin"],
+            ),
+            "user1",
+        );
         keep(&p);
         keep(&p_as);
     };

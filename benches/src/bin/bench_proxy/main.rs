@@ -53,7 +53,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use kube_api_rewriter_layer::body as pbody;
-use kube_api_rewriter_proxy::config::UpstreamSource;
+use kube_api_rewriter_proxy::upstream::UpstreamSource;
 use kube_api_rewriter_proxy::upstream::Upstream;
 use kube_api_rewriter_testkit::report::Report;
 use serde_json::json;

@@ -26,7 +26,7 @@ impl Edits {
     /// Records an edit whose replacement is `s` as a JSON string.
     pub(crate) fn replace_quoted(&mut self, start: usize, end: usize, s: &str) {
         let from = self.arena.len();
-        super::scan::write_str(&mut self.arena, s);
+        super::escape::write_str(&mut self.arena, s);
         self.record(start, end, from);
     }
 
@@ -36,7 +36,7 @@ impl Edits {
         let from = self.arena.len();
         self.arena.push(b'"');
         for p in parts {
-            super::scan::escape_into(&mut self.arena, p);
+            super::escape::escape_into(&mut self.arena, p);
         }
         self.arena.push(b'"');
         self.record(start, end, from);

@@ -7,7 +7,7 @@ use super::Walker;
 use super::crd;
 use crate::Direction;
 use crate::error::{Error, Result};
-use crate::json::scan::quote;
+use crate::json::escape::quote;
 use crate::rules::plan::Leaf;
 
 impl<'r, 'a> Walker<'r, 'a> {

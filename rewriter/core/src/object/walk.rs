@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::memo::{self, KeyHit, Memo};
 use crate::Direction;
 use crate::error::Result;
-use crate::json::scan::{needs_escape, quote, write_str};
+use crate::json::escape::{needs_escape, quote, write_str};
 use crate::json::{Edits, Scanner, Str};
 use crate::rules::Rules;
 use crate::rules::gvk::{

@@ -13,8 +13,9 @@ use super::query::{Decoded, query_escape};
 use crate::rules::{Group, NameRules};
 use crate::{Direction, Rules};
 
+/// What a label selector token is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tk {
+enum TokenKind {
     Ident,
     In,
     NotIn,
@@ -30,17 +31,18 @@ enum Tk {
     End,
 }
 
+/// A token of a label selector: its kind and its byte span `a..b`.
 #[derive(Debug, Clone, Copy)]
-struct Tok {
-    k: Tk,
+struct Token {
+    k: TokenKind,
     a: usize,
     b: usize,
 }
 
-impl Tok {
+impl Token {
     /// An identifier where values are expected (`in`/`notin` are plain words there).
     fn is_value(&self) -> bool {
-        matches!(self.k, Tk::Ident | Tk::In | Tk::NotIn)
+        matches!(self.k, TokenKind::Ident | TokenKind::In | TokenKind::NotIn)
     }
 }
 
@@ -53,7 +55,7 @@ fn is_special(c: u8) -> bool {
 }
 
 /// The Kubernetes selector lexer. `None` on a NUL byte (Go's lexer stops there).
-fn lex(s: &[u8]) -> Option<Vec<Tok>> {
+fn lex(s: &[u8]) -> Option<Vec<Token>> {
     let mut out = Vec::new();
     let mut i = 0;
     loop {
@@ -61,8 +63,8 @@ fn lex(s: &[u8]) -> Option<Vec<Tok>> {
             i += 1;
         }
         let Some(&c) = s.get(i) else {
-            out.push(Tok {
-                k: Tk::End,
+            out.push(Token {
+                k: TokenKind::End,
                 a: i,
                 b: i,
             });
@@ -74,15 +76,15 @@ fn lex(s: &[u8]) -> Option<Vec<Tok>> {
         } else if is_special(c) {
             let next = s.get(i + 1).copied();
             let (k, n) = match (c, next) {
-                (b'!', Some(b'=')) => (Tk::NotEq, 2),
-                (b'=', Some(b'=')) => (Tk::DoubleEq, 2),
-                (b'!', _) => (Tk::Not, 1),
-                (b'=', _) => (Tk::Eq, 1),
-                (b'(', _) => (Tk::LParen, 1),
-                (b')', _) => (Tk::RParen, 1),
-                (b',', _) => (Tk::Comma, 1),
-                (b'>', _) => (Tk::Gt, 1),
-                _ => (Tk::Lt, 1),
+                (b'!', Some(b'=')) => (TokenKind::NotEq, 2),
+                (b'=', Some(b'=')) => (TokenKind::DoubleEq, 2),
+                (b'!', _) => (TokenKind::Not, 1),
+                (b'=', _) => (TokenKind::Eq, 1),
+                (b'(', _) => (TokenKind::LParen, 1),
+                (b')', _) => (TokenKind::RParen, 1),
+                (b',', _) => (TokenKind::Comma, 1),
+                (b'>', _) => (TokenKind::Gt, 1),
+                _ => (TokenKind::Lt, 1),
             };
             i += n;
             k
@@ -91,12 +93,12 @@ fn lex(s: &[u8]) -> Option<Vec<Tok>> {
                 i += 1;
             }
             match &s[a..i] {
-                b"in" => Tk::In,
-                b"notin" => Tk::NotIn,
-                _ => Tk::Ident,
+                b"in" => TokenKind::In,
+                b"notin" => TokenKind::NotIn,
+                _ => TokenKind::Ident,
             }
         };
-        out.push(Tok { k, a, b: i });
+        out.push(Token { k, a, b: i });
     }
 }
 
@@ -112,8 +114,9 @@ enum Op {
     Cmp,
 }
 
+/// One requirement of a label selector (`key`, `key=value`, `key in (a,b)`, `!key`): byte spans.
 #[derive(Debug, Clone)]
-struct Req {
+struct Requirement {
     key: (usize, usize),
     op: Op,
     values: Vec<(usize, usize)>,
@@ -121,7 +124,7 @@ struct Req {
 
 /// Parses a label selector into requirements (decoded byte spans). `None` when Kubernetes would
 /// reject the syntax.
-fn parse_labels(s: &[u8]) -> Option<Vec<Req>> {
+fn parse_labels(s: &[u8]) -> Option<Vec<Requirement>> {
     let toks = lex(s)?;
     let t = |i: usize| toks.get(i).copied();
     let mut reqs = Vec::new();
@@ -129,12 +132,12 @@ fn parse_labels(s: &[u8]) -> Option<Vec<Req>> {
     loop {
         let cur = t(i)?;
         match cur.k {
-            Tk::End => return Some(reqs),
-            Tk::Ident | Tk::In | Tk::NotIn | Tk::Not => {}
+            TokenKind::End => return Some(reqs),
+            TokenKind::Ident | TokenKind::In | TokenKind::NotIn | TokenKind::Not => {}
             _ => return None,
         }
         // [!]key
-        let not = cur.k == Tk::Not;
+        let not = cur.k == TokenKind::Not;
         if not {
             i += 1;
         }
@@ -144,8 +147,8 @@ fn parse_labels(s: &[u8]) -> Option<Vec<Req>> {
         }
         i += 1;
         let next = t(i)?;
-        let req = if matches!(next.k, Tk::End | Tk::Comma) {
-            Req {
+        let req = if matches!(next.k, TokenKind::End | TokenKind::Comma) {
+            Requirement {
                 key: (key.a, key.b),
                 op: if not { Op::NotExists } else { Op::Exists },
                 values: vec![],
@@ -155,8 +158,8 @@ fn parse_labels(s: &[u8]) -> Option<Vec<Req>> {
         } else {
             i += 1;
             match next.k {
-                Tk::In | Tk::NotIn => {
-                    if t(i)?.k != Tk::LParen {
+                TokenKind::In | TokenKind::NotIn => {
+                    if t(i)?.k != TokenKind::LParen {
                         return None;
                     }
                     i += 1;
@@ -167,8 +170,8 @@ fn parse_labels(s: &[u8]) -> Option<Vec<Req>> {
                         let v = t(i)?;
                         i += 1;
                         match v.k {
-                            Tk::RParen => break,
-                            Tk::Comma => want_value = true,
+                            TokenKind::RParen => break,
+                            TokenKind::Comma => want_value = true,
                             _ if v.is_value() && want_value => {
                                 values.push((v.a, v.b));
                                 want_value = false;
@@ -176,20 +179,20 @@ fn parse_labels(s: &[u8]) -> Option<Vec<Req>> {
                             _ => return None,
                         }
                     }
-                    Req {
+                    Requirement {
                         key: (key.a, key.b),
                         op: Op::Set,
                         values,
                     }
                 }
-                Tk::Eq | Tk::DoubleEq | Tk::NotEq | Tk::Gt | Tk::Lt => {
-                    let op = if matches!(next.k, Tk::Gt | Tk::Lt) {
+                TokenKind::Eq | TokenKind::DoubleEq | TokenKind::NotEq | TokenKind::Gt | TokenKind::Lt => {
+                    let op = if matches!(next.k, TokenKind::Gt | TokenKind::Lt) {
                         Op::Cmp
                     } else {
                         Op::Exact
                     };
                     let v = t(i)?;
-                    let value = if matches!(v.k, Tk::End | Tk::Comma) {
+                    let value = if matches!(v.k, TokenKind::End | TokenKind::Comma) {
                         (next.b, next.b)
                     } else if v.is_value() {
                         i += 1;
@@ -197,7 +200,7 @@ fn parse_labels(s: &[u8]) -> Option<Vec<Req>> {
                     } else {
                         return None;
                     };
-                    Req {
+                    Requirement {
                         key: (key.a, key.b),
                         op,
                         values: vec![value],
@@ -208,11 +211,11 @@ fn parse_labels(s: &[u8]) -> Option<Vec<Req>> {
         };
         reqs.push(req);
         match t(i)?.k {
-            Tk::End => return Some(reqs),
-            Tk::Comma => {
+            TokenKind::End => return Some(reqs),
+            TokenKind::Comma => {
                 i += 1;
                 let n = t(i)?;
-                if !(n.is_value() || n.k == Tk::Not) {
+                if !(n.is_value() || n.k == TokenKind::Not) {
                     return None;
                 }
             }
@@ -587,7 +590,7 @@ mod tests {
     #[test]
     fn lexer_matches_kubernetes() {
         let kinds = |s: &str| lex(s.as_bytes()).unwrap().iter().map(|t| t.k).collect::<Vec<_>>();
-        use Tk::*;
+        use TokenKind::*;
         assert_eq!(kinds("a!=b"), vec![Ident, NotEq, Ident, End]);
         assert_eq!(kinds("a==b"), vec![Ident, DoubleEq, Ident, End]);
         assert_eq!(

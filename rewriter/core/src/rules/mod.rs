@@ -61,7 +61,8 @@ pub(crate) enum FieldType {
     Affinity,
     /// A pod template (`metadata` plus the pod spec's selectors).
     PodTemplate,
-    /// Object metadata (labels, annotations, finalizers, ownerReferences, managedFields).
+    /// Embedded object metadata: labels, annotations, finalizers, ownerReferences (a top-level
+    /// object's managedFields are rewritten apart from its locations).
     Metadata,
     /// An object reference with `apiVersion` and `kind`.
     ObjectRef,

@@ -177,7 +177,7 @@ impl NameRules {
     }
 
     fn note_rule(&mut self, r: &NameRule<'_>, prefix: bool) {
-        use crate::json::scan::needs_escape;
+        use crate::json::escape::needs_escape;
         let lens = if prefix {
             &mut self.prefix_lens
         } else {

@@ -3,8 +3,8 @@
 use crate::Direction;
 use crate::error::{JsonError, Result};
 use crate::json::Scanner;
+use crate::json::escape::quote;
 use crate::json::frame::Framer;
-use crate::json::scan::quote;
 use crate::object::{Context, Hint, Verdict};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,11 +15,11 @@ use http_body_util::BodyExt;
 use kube_api_rewriter::stream::{ListRewriter, WatchRewriter};
 
 use crate::body::{self, Aborted, Body, Counted};
+use crate::ctx::Ctx;
 use crate::error::Error;
 use crate::gzip::{GZ_SLICE, Gunzip};
 use crate::metrics::ByteCounter;
 use crate::recycle::Recycler;
-use crate::response::Ctx;
 
 mod offload;
 

@@ -1,9 +1,16 @@
-//! The scanner as it was before its fast paths, kept verbatim for the differential
-//! fuzz target (`scan_diff`): only built with the `internals` feature.
-#![allow(dead_code, unreachable_pub)]
+//! A validating JSON scanner over a complete byte slice.
+//!
+//! Hand-written on purpose: the rewriter must walk a document once, skip every subtree no rule
+//! touches at memchr speed while still validating it, and know the exact byte span of every value
+//! it edits so that untouched bytes (key order, whitespace, number text, escapes) are copied as
+//! the server sent them. serde_json validates but does not expose spans of nested values, and a
+//! DOM round trip is an order of magnitude slower than a scan (see `benches/`).
 
 use std::borrow::Cow;
 
+use wide::{CmpEq, CmpGt, CmpLt, i8x16};
+
+use super::escape::{hex4, unescape};
 use crate::error::JsonError;
 
 /// Nesting this deep is rejected where the document is walked, as serde_json does (127 levels
@@ -121,12 +128,8 @@ impl<'a> Scanner<'a> {
     /// Skips whitespace.
     #[inline]
     pub(crate) fn ws(&mut self) {
-        while let Some(&b) = self.buf.get(self.pos) {
-            if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
-                self.pos += 1;
-            } else {
-                break;
-            }
+        if let Some(b' ' | b'\n' | b'\r' | b'\t') = self.buf.get(self.pos) {
+            self.pos = skip_ws(self.buf, self.pos);
         }
     }
 
@@ -331,8 +334,9 @@ impl<'a> Scanner<'a> {
 
     /// Skips a string at the current position; returns its end and whether it has escapes.
     ///
-    /// Eight bytes at a time while no byte is a quote, a backslash, a control character or
-    /// non-ASCII; byte by byte otherwise. Non-ASCII runs are UTF-8 validated at the end.
+    /// A block at a time while no byte is a quote, a backslash, a control character or (until
+    /// the first one) non-ASCII; the rest of the string is UTF-8 validated at its end, so the
+    /// first non-ASCII byte turns the block test to ASCII specials only.
     #[inline(never)]
     fn skip_string(&mut self) -> Result<(usize, bool)> {
         debug_assert_eq!(self.buf.get(self.pos), Some(&b'"'));
@@ -342,14 +346,12 @@ impl<'a> Scanner<'a> {
         let mut escaped = false;
         let mut non_ascii = false;
         loop {
-            while let Some(chunk) = buf.get(i..i + 8) {
-                let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
-                if m != 0 {
-                    // The lowest flagged byte is exact (later ones may be false positives).
-                    i += (m.trailing_zeros() / 8) as usize;
+            while let Some(m) = specials(buf, i, non_ascii) {
+                if m.any() {
+                    i += m.first();
                     break;
                 }
-                i += 8;
+                i += BLOCK;
             }
             let Some(&b) = buf.get(i) else {
                 self.pos = buf.len();
@@ -482,13 +484,6 @@ impl<'a> Scanner<'a> {
         let mut level: u32 = 0;
         // Levels this call may open: what the register holds, or fewer near the limit.
         let room = (REGISTER_LEVELS - 1).min(MAX_SKIP_DEPTH.saturating_sub(self.depth));
-        macro_rules! ws {
-            () => {
-                while let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
-                    pos += 1;
-                }
-            };
-        }
         // Moves past the string at `pos` (its opening quote).
         macro_rules! string {
             () => {{
@@ -502,37 +497,40 @@ impl<'a> Scanner<'a> {
                 }
             }};
         }
-        // Fails unless the byte at `pos` is `b` (at the end of the input: more is needed).
+        // Fails unless the byte at `pos`, after any whitespace, is `b` (at the end of the input:
+        // more is needed). Compact JSON (what kube-apiserver sends) has no whitespace, so the
+        // byte is compared first and whitespace looked for only when it differs.
         macro_rules! need {
             ($b:expr, $msg:expr) => {
                 if buf.get(pos) != Some(&$b) {
-                    self.pos = pos;
-                    return Err(if pos == buf.len() {
-                        self.eof()
-                    } else {
-                        self.err($msg)
-                    });
+                    pos = skip_ws(buf, pos);
+                    if buf.get(pos) != Some(&$b) {
+                        self.pos = pos;
+                        return Err(if pos == buf.len() {
+                            self.eof()
+                        } else {
+                            self.err($msg)
+                        });
+                    }
                 }
             };
         }
         // A member's key and its colon.
         macro_rules! key {
             () => {{
-                ws!();
                 need!(b'"', "expected a key");
                 string!();
-                ws!();
                 need!(b':', "expected `:`");
                 pos += 1;
             }};
         }
         'value: loop {
-            ws!();
             let Some(&b) = buf.get(pos) else {
                 self.pos = pos;
                 return Err(self.eof());
             };
             match b {
+                b'"' => string!(),
                 b'{' | b'[' if level >= room => {
                     self.pos = pos;
                     self.skip_deeper(level)?;
@@ -543,7 +541,9 @@ impl<'a> Scanner<'a> {
                     objects = (objects << 1) | u128::from(is_object);
                     level += 1;
                     pos += 1;
-                    ws!();
+                    if let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
+                        pos = skip_ws(buf, pos);
+                    }
                     let close = if is_object { b'}' } else { b']' };
                     match buf.get(pos) {
                         None => {
@@ -563,20 +563,23 @@ impl<'a> Scanner<'a> {
                         }
                     }
                 }
-                b'"' => string!(),
+                b' ' | b'\n' | b'\r' | b'\t' => {
+                    pos = skip_ws(buf, pos);
+                    continue 'value;
+                }
                 _ => {
                     self.pos = pos;
                     self.skip_scalar(b)?;
                     pos = self.pos;
                 }
             }
-            // After a value: a separator (then the next value) or closing brackets.
+            // After a value: a separator (then the next value) or closing brackets, each looked
+            // for before whitespace.
             loop {
                 if level == 0 {
                     self.pos = pos;
                     return Ok(());
                 }
-                ws!();
                 let is_object = objects & 1 == 1;
                 match buf.get(pos) {
                     Some(b',') => {
@@ -591,6 +594,7 @@ impl<'a> Scanner<'a> {
                         objects >>= 1;
                         level -= 1;
                     }
+                    Some(b' ' | b'\n' | b'\r' | b'\t') => pos = skip_ws(buf, pos),
                     None => {
                         self.pos = pos;
                         return Err(self.eof());
@@ -623,20 +627,24 @@ impl<'a> Scanner<'a> {
         res
     }
 
-    fn literal(&mut self, lit: &'static [u8]) -> Result<()> {
-        let end = self.pos + lit.len();
-        if self.buf.len() < end {
-            if lit.starts_with(&self.buf[self.pos..]) {
-                self.pos = self.buf.len();
-                return Err(self.eof());
+    /// Moves past `lit`. Sized, so the compare is a word compare rather than a `memcmp` call
+    /// (1% of a LIST's restore in the profile, for four bytes at a time); kept out of line, off
+    /// the skip loop's registers.
+    #[inline(never)]
+    fn literal<const N: usize>(&mut self, lit: &[u8; N]) -> Result<()> {
+        let end = self.pos + N;
+        match self.buf.get(self.pos..end).map(<&[u8; N]>::try_from) {
+            Some(Ok(b)) if b == lit => {
+                self.pos = end;
+                Ok(())
             }
-            return Err(self.err("expected a value"));
+            Some(_) => Err(self.err("expected a value")),
+            None if lit.starts_with(&self.buf[self.pos..]) => {
+                self.pos = self.buf.len();
+                Err(self.eof())
+            }
+            None => Err(self.err("expected a value")),
         }
-        if &self.buf[self.pos..end] != lit {
-            return Err(self.err("expected a value"));
-        }
-        self.pos = end;
-        Ok(())
     }
 
     fn digits(&mut self) -> usize {
@@ -686,85 +694,90 @@ impl<'a> Scanner<'a> {
     }
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
+/// The end of the whitespace run at `pos`. Compact JSON (what kube-apiserver sends) has none and
+/// never gets here; indented JSON has runs of spaces after each newline, skipped 8 at a time.
+fn skip_ws(buf: &[u8], mut pos: usize) -> usize {
+    loop {
+        match buf.get(pos) {
+            Some(b' ') => {
+                pos += 1;
+                while buf.get(pos..pos + 8) == Some(b"        ") {
+                    pos += 8;
+                }
+            }
+            Some(b'\n' | b'\r' | b'\t') => pos += 1,
+            _ => return pos,
+        }
+    }
+}
+
+/// Bytes the string loops classify at a time: one SSE2/NEON register.
+///
+/// Through `wide`'s safe vector types, because `std::arch` needs `unsafe` at the call (SSE2
+/// being the x86_64 baseline does not lift that) and the workspace forbids it; plain loops over
+/// a `[u8; 16]` do vectorize, but LLVM then has no movemask and moves the flags to integers
+/// through the stack, a store-forwarding stall on the scan's critical path (fewer instructions
+/// than the `u64` bit tricks this replaced, yet slower).
+const BLOCK: usize = 16;
+
+/// The flags of the block at `i` (`None` near the end of the input, where the caller goes byte
+/// by byte).
+#[inline(always)]
+fn specials(buf: &[u8], i: usize, ascii_only: bool) -> Option<Flags> {
+    let b: &[u8; BLOCK] = buf.get(i..i + BLOCK)?.try_into().ok()?;
+    Some(classify(b, ascii_only))
+}
+
+/// One bit per byte of a block: set for `"`, `\\`, control characters and, unless the block
+/// was classified `ascii_only`, non-ASCII bytes.
+#[derive(Clone, Copy)]
+struct Flags(u32);
+
+impl Flags {
+    #[inline(always)]
+    fn any(self) -> bool {
+        self.0 != 0
+    }
+
+    /// Offset in the block of the first flagged byte (the block has one).
+    #[inline(always)]
+    fn first(self) -> usize {
+        self.0.trailing_zeros() as usize
+    }
+}
+
+#[inline(always)]
+fn classify(b: &[u8; BLOCK], ascii_only: bool) -> Flags {
+    let v = i8x16::new(b.map(|c| c as i8));
+    let splat = |c: u8| i8x16::splat(c as i8);
+    // Signed: below 0x20 is a control character or (negative) non-ASCII.
+    let mut m = v.cmp_eq(splat(b'"')) | v.cmp_eq(splat(b'\\')) | v.cmp_lt(splat(0x20));
+    if ascii_only {
+        m &= v.cmp_gt(i8x16::splat(-1));
+    }
+    Flags(m.move_mask() as u32)
+}
 
 /// The end (one past the closing quote) of the string whose opening quote is at `start`, when
 /// it is plain ASCII without escapes; `None` for anything else (the caller takes the full path).
 #[inline(always)]
 fn plain_string_end(buf: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    loop {
-        let chunk = buf.get(i..i + 8)?;
-        let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+    let body = buf.get(start + 1..)?;
+    let mut at = start + 1;
+    for block in body.chunks_exact(BLOCK) {
+        let v = i8x16::new(<[u8; BLOCK]>::try_from(block).expect("a block").map(|c| c as i8));
+        let quotes = v.cmp_eq(i8x16::splat(b'"' as i8));
+        let m = (quotes | v.cmp_eq(i8x16::splat(b'\\' as i8)) | v.cmp_lt(i8x16::splat(0x20))).move_mask();
         if m != 0 {
-            let j = i + (m.trailing_zeros() / 8) as usize;
-            return (buf[j] == b'"').then_some(j + 1);
+            // Plain when the first special byte is the closing quote (a bit test rather than
+            // a load of that byte: this is on the scan's critical path).
+            let k = m.trailing_zeros() as usize;
+            return (quotes.move_mask() >> k & 1 == 1).then_some(at + k + 1);
         }
-        i += 8;
+        at += BLOCK;
     }
+    None
 }
 
-/// A mask with the high bit set in bytes of `w` that are `"`, `\\`, below 0x20 or non-ASCII
-/// (Mycroft's trick; the lowest set byte is exact).
-#[inline(always)]
-fn special(w: u64) -> u64 {
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v;
-    let quote = zero(w ^ (ONES * u64::from(b'"')));
-    let backslash = zero(w ^ (ONES * u64::from(b'\\')));
-    let control = w.wrapping_sub(ONES * 0x20) & !w;
-    (quote | backslash | control | w) & HIGHS
-}
-
-/// Decodes the escapes of a validated string body.
-fn unescape(raw: &[u8]) -> Result<String, (usize, &'static str)> {
-    let mut out = String::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        let Some(off) = memchr::memchr(b'\\', &raw[i..]) else {
-            out.push_str(std::str::from_utf8(&raw[i..]).map_err(|_| (i, "invalid UTF-8 in string"))?);
-            break;
-        };
-        out.push_str(std::str::from_utf8(&raw[i..i + off]).map_err(|_| (i, "invalid UTF-8 in string"))?);
-        let j = i + off;
-        let e = raw[j + 1];
-        i = j + 2;
-        let c = match e {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            _ => {
-                let hi = hex4(&raw[j + 2..j + 6]);
-                i = j + 6;
-                if (0xD800..0xDC00).contains(&hi) {
-                    if raw.get(i) != Some(&b'\\') || raw.get(i + 1) != Some(&b'u') || raw.len() < i + 6 {
-                        return Err((j, "lone leading surrogate in \\u escape"));
-                    }
-                    let lo = hex4(&raw[i + 2..i + 6]);
-                    if !(0xDC00..0xE000).contains(&lo) {
-                        return Err((i, "invalid low surrogate in \\u escape"));
-                    }
-                    i += 6;
-                    let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
-                    char::from_u32(c).ok_or((j, "invalid \\u escape"))?
-                } else if (0xDC00..0xE000).contains(&hi) {
-                    return Err((j, "lone trailing surrogate in \\u escape"));
-                } else {
-                    char::from_u32(hi).ok_or((j, "invalid \\u escape"))?
-                }
-            }
-        };
-        out.push(c);
-    }
-    Ok(out)
-}
-
-fn hex4(h: &[u8]) -> u32 {
-    h.iter()
-        .fold(0, |acc, &b| acc * 16 + (b as char).to_digit(16).unwrap_or(0))
-}
+#[cfg(test)]
+mod tests;

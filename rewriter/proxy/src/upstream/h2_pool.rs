@@ -278,7 +278,7 @@ impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for LaneIo<T> {
 /// waits for it. The timer runs only while the proxy waits on upstream, never while a slow
 /// client keeps the proxy from reading.
 pub struct UpstreamBody {
-    /// hyper's body, or a watch's that drives its own connection (`driven.rs`).
+    /// hyper's body, or a watch's that drives its own connection (`watch_conn.rs`).
     inner: UnsyncBoxBody<Bytes, hyper::Error>,
     slot: Option<Box<dyn Send + Sync>>,
     stall: Option<Duration>,

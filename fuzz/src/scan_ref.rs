@@ -1,16 +1,72 @@
-//! A validating JSON scanner over a complete byte slice.
-//!
-//! Hand-written on purpose: the rewriter must walk a document once, skip every subtree no rule
-//! touches at memchr speed while still validating it, and know the exact byte span of every value
-//! it edits so that untouched bytes (key order, whitespace, number text, escapes) are copied as
-//! the server sent them. serde_json validates but does not expose spans of nested values, and a
-//! DOM round trip is an order of magnitude slower than a scan (see `benches/`).
+//! The oracle of the `scan_diff` target: the core's JSON scanner as it was before its fast
+//! paths, kept verbatim but for its error type (the core's `JsonError` cannot be built outside
+//! the core). The core's current scanner must agree with it on every input.
+#![allow(dead_code)]
 
 use std::borrow::Cow;
 
-use wide::{CmpEq, CmpGt, CmpLt, i8x16};
+/// Where and why the input is not JSON, as the core's `JsonError` says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonError {
+    /// Byte offset into the input.
+    pub offset: usize,
+    /// What is wrong.
+    pub msg: &'static str,
+    /// True when the input ended early.
+    pub eof: bool,
+}
 
-use crate::error::JsonError;
+impl JsonError {
+    /// Offset, message and early end, as `kube_api_rewriter::internals::parts` gives them.
+    pub fn parts(&self) -> (usize, &'static str, bool) {
+        (self.offset, self.msg, self.eof)
+    }
+}
+
+/// Validates `buf` as one JSON document; its value's span.
+pub fn skip_document(buf: &[u8]) -> Result<(usize, usize), JsonError> {
+    let mut sc = Scanner::new(buf);
+    let span = sc.skip_value()?;
+    sc.end()?;
+    Ok(span)
+}
+
+/// Skips values one after another until the input ends or one is invalid.
+pub fn skip_values(buf: &[u8], base: usize) -> (Vec<(usize, usize)>, Option<JsonError>) {
+    let mut sc = Scanner::with_base(buf, base);
+    let mut spans = Vec::new();
+    loop {
+        sc.ws();
+        if sc.pos() == buf.len() {
+            return (spans, None);
+        }
+        match sc.skip_value() {
+            Ok(span) => spans.push(span),
+            Err(e) => return (spans, Some(e)),
+        }
+    }
+}
+
+/// Reads one string value (decoded): its span and text.
+pub fn string(buf: &[u8]) -> Result<(usize, usize, String), JsonError> {
+    let s = Scanner::new(buf).string()?;
+    Ok((s.start, s.end, s.text.into_owned()))
+}
+
+/// Walks one object: each member's key (span, decoded text) and value span.
+#[allow(clippy::type_complexity)]
+pub fn members(buf: &[u8]) -> Result<Vec<(usize, usize, String, (usize, usize))>, JsonError> {
+    let mut sc = Scanner::new(buf);
+    sc.begin_object()?;
+    let mut first = true;
+    let mut out = Vec::new();
+    while let Some(k) = sc.next_key(&mut first)? {
+        let v = sc.skip_value()?;
+        out.push((k.start, k.end, k.text.into_owned(), v));
+    }
+    sc.end()?;
+    Ok(out)
+}
 
 /// Nesting this deep is rejected where the document is walked, as serde_json does (127 levels
 /// pass).
@@ -127,8 +183,12 @@ impl<'a> Scanner<'a> {
     /// Skips whitespace.
     #[inline]
     pub(crate) fn ws(&mut self) {
-        if let Some(b' ' | b'\n' | b'\r' | b'\t') = self.buf.get(self.pos) {
-            self.pos = skip_ws(self.buf, self.pos);
+        while let Some(&b) = self.buf.get(self.pos) {
+            if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                self.pos += 1;
+            } else {
+                break;
+            }
         }
     }
 
@@ -333,9 +393,8 @@ impl<'a> Scanner<'a> {
 
     /// Skips a string at the current position; returns its end and whether it has escapes.
     ///
-    /// A block at a time while no byte is a quote, a backslash, a control character or (until
-    /// the first one) non-ASCII; the rest of the string is UTF-8 validated at its end, so the
-    /// first non-ASCII byte turns the block test to ASCII specials only.
+    /// Eight bytes at a time while no byte is a quote, a backslash, a control character or
+    /// non-ASCII; byte by byte otherwise. Non-ASCII runs are UTF-8 validated at the end.
     #[inline(never)]
     fn skip_string(&mut self) -> Result<(usize, bool)> {
         debug_assert_eq!(self.buf.get(self.pos), Some(&b'"'));
@@ -345,12 +404,14 @@ impl<'a> Scanner<'a> {
         let mut escaped = false;
         let mut non_ascii = false;
         loop {
-            while let Some(m) = specials(buf, i, non_ascii) {
-                if m.any() {
-                    i += m.first();
+            while let Some(chunk) = buf.get(i..i + 8) {
+                let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+                if m != 0 {
+                    // The lowest flagged byte is exact (later ones may be false positives).
+                    i += (m.trailing_zeros() / 8) as usize;
                     break;
                 }
-                i += BLOCK;
+                i += 8;
             }
             let Some(&b) = buf.get(i) else {
                 self.pos = buf.len();
@@ -483,6 +544,13 @@ impl<'a> Scanner<'a> {
         let mut level: u32 = 0;
         // Levels this call may open: what the register holds, or fewer near the limit.
         let room = (REGISTER_LEVELS - 1).min(MAX_SKIP_DEPTH.saturating_sub(self.depth));
+        macro_rules! ws {
+            () => {
+                while let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
+                    pos += 1;
+                }
+            };
+        }
         // Moves past the string at `pos` (its opening quote).
         macro_rules! string {
             () => {{
@@ -496,40 +564,37 @@ impl<'a> Scanner<'a> {
                 }
             }};
         }
-        // Fails unless the byte at `pos`, after any whitespace, is `b` (at the end of the input:
-        // more is needed). Compact JSON (what kube-apiserver sends) has no whitespace, so the
-        // byte is compared first and whitespace looked for only when it differs.
+        // Fails unless the byte at `pos` is `b` (at the end of the input: more is needed).
         macro_rules! need {
             ($b:expr, $msg:expr) => {
                 if buf.get(pos) != Some(&$b) {
-                    pos = skip_ws(buf, pos);
-                    if buf.get(pos) != Some(&$b) {
-                        self.pos = pos;
-                        return Err(if pos == buf.len() {
-                            self.eof()
-                        } else {
-                            self.err($msg)
-                        });
-                    }
+                    self.pos = pos;
+                    return Err(if pos == buf.len() {
+                        self.eof()
+                    } else {
+                        self.err($msg)
+                    });
                 }
             };
         }
         // A member's key and its colon.
         macro_rules! key {
             () => {{
+                ws!();
                 need!(b'"', "expected a key");
                 string!();
+                ws!();
                 need!(b':', "expected `:`");
                 pos += 1;
             }};
         }
         'value: loop {
+            ws!();
             let Some(&b) = buf.get(pos) else {
                 self.pos = pos;
                 return Err(self.eof());
             };
             match b {
-                b'"' => string!(),
                 b'{' | b'[' if level >= room => {
                     self.pos = pos;
                     self.skip_deeper(level)?;
@@ -540,9 +605,7 @@ impl<'a> Scanner<'a> {
                     objects = (objects << 1) | u128::from(is_object);
                     level += 1;
                     pos += 1;
-                    if let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(pos) {
-                        pos = skip_ws(buf, pos);
-                    }
+                    ws!();
                     let close = if is_object { b'}' } else { b']' };
                     match buf.get(pos) {
                         None => {
@@ -562,23 +625,20 @@ impl<'a> Scanner<'a> {
                         }
                     }
                 }
-                b' ' | b'\n' | b'\r' | b'\t' => {
-                    pos = skip_ws(buf, pos);
-                    continue 'value;
-                }
+                b'"' => string!(),
                 _ => {
                     self.pos = pos;
                     self.skip_scalar(b)?;
                     pos = self.pos;
                 }
             }
-            // After a value: a separator (then the next value) or closing brackets, each looked
-            // for before whitespace.
+            // After a value: a separator (then the next value) or closing brackets.
             loop {
                 if level == 0 {
                     self.pos = pos;
                     return Ok(());
                 }
+                ws!();
                 let is_object = objects & 1 == 1;
                 match buf.get(pos) {
                     Some(b',') => {
@@ -593,7 +653,6 @@ impl<'a> Scanner<'a> {
                         objects >>= 1;
                         level -= 1;
                     }
-                    Some(b' ' | b'\n' | b'\r' | b'\t') => pos = skip_ws(buf, pos),
                     None => {
                         self.pos = pos;
                         return Err(self.eof());
@@ -626,24 +685,20 @@ impl<'a> Scanner<'a> {
         res
     }
 
-    /// Moves past `lit`. Sized, so the compare is a word compare rather than a `memcmp` call
-    /// (1% of a LIST's restore in the profile, for four bytes at a time); kept out of line, off
-    /// the skip loop's registers.
-    #[inline(never)]
-    fn literal<const N: usize>(&mut self, lit: &[u8; N]) -> Result<()> {
-        let end = self.pos + N;
-        match self.buf.get(self.pos..end).map(<&[u8; N]>::try_from) {
-            Some(Ok(b)) if b == lit => {
-                self.pos = end;
-                Ok(())
-            }
-            Some(_) => Err(self.err("expected a value")),
-            None if lit.starts_with(&self.buf[self.pos..]) => {
+    fn literal(&mut self, lit: &'static [u8]) -> Result<()> {
+        let end = self.pos + lit.len();
+        if self.buf.len() < end {
+            if lit.starts_with(&self.buf[self.pos..]) {
                 self.pos = self.buf.len();
-                Err(self.eof())
+                return Err(self.eof());
             }
-            None => Err(self.err("expected a value")),
+            return Err(self.err("expected a value"));
         }
+        if &self.buf[self.pos..end] != lit {
+            return Err(self.err("expected a value"));
+        }
+        self.pos = end;
+        Ok(())
     }
 
     fn digits(&mut self) -> usize {
@@ -693,89 +748,34 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// The end of the whitespace run at `pos`. Compact JSON (what kube-apiserver sends) has none and
-/// never gets here; indented JSON has runs of spaces after each newline, skipped 8 at a time.
-fn skip_ws(buf: &[u8], mut pos: usize) -> usize {
-    loop {
-        match buf.get(pos) {
-            Some(b' ') => {
-                pos += 1;
-                while buf.get(pos..pos + 8) == Some(b"        ") {
-                    pos += 8;
-                }
-            }
-            Some(b'\n' | b'\r' | b'\t') => pos += 1,
-            _ => return pos,
-        }
-    }
-}
-
-/// Bytes the string loops classify at a time: one SSE2/NEON register.
-///
-/// Through `wide`'s safe vector types, because `std::arch` needs `unsafe` at the call (SSE2
-/// being the x86_64 baseline does not lift that) and the workspace forbids it; plain loops over
-/// a `[u8; 16]` do vectorize, but LLVM then has no movemask and moves the flags to integers
-/// through the stack, a store-forwarding stall on the scan's critical path (fewer instructions
-/// than the `u64` bit tricks this replaced, yet slower).
-const BLOCK: usize = 16;
-
-/// The flags of the block at `i` (`None` near the end of the input, where the caller goes byte
-/// by byte).
-#[inline(always)]
-fn specials(buf: &[u8], i: usize, ascii_only: bool) -> Option<Flags> {
-    let b: &[u8; BLOCK] = buf.get(i..i + BLOCK)?.try_into().ok()?;
-    Some(classify(b, ascii_only))
-}
-
-/// One bit per byte of a block: set for `"`, `\\`, control characters and, unless the block
-/// was classified `ascii_only`, non-ASCII bytes.
-#[derive(Clone, Copy)]
-struct Flags(u32);
-
-impl Flags {
-    #[inline(always)]
-    fn any(self) -> bool {
-        self.0 != 0
-    }
-
-    /// Offset in the block of the first flagged byte (the block has one).
-    #[inline(always)]
-    fn first(self) -> usize {
-        self.0.trailing_zeros() as usize
-    }
-}
-
-#[inline(always)]
-fn classify(b: &[u8; BLOCK], ascii_only: bool) -> Flags {
-    let v = i8x16::new(b.map(|c| c as i8));
-    let splat = |c: u8| i8x16::splat(c as i8);
-    // Signed: below 0x20 is a control character or (negative) non-ASCII.
-    let mut m = v.cmp_eq(splat(b'"')) | v.cmp_eq(splat(b'\\')) | v.cmp_lt(splat(0x20));
-    if ascii_only {
-        m &= v.cmp_gt(i8x16::splat(-1));
-    }
-    Flags(m.move_mask() as u32)
-}
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// The end (one past the closing quote) of the string whose opening quote is at `start`, when
 /// it is plain ASCII without escapes; `None` for anything else (the caller takes the full path).
 #[inline(always)]
 fn plain_string_end(buf: &[u8], start: usize) -> Option<usize> {
-    let body = buf.get(start + 1..)?;
-    let mut at = start + 1;
-    for block in body.chunks_exact(BLOCK) {
-        let v = i8x16::new(<[u8; BLOCK]>::try_from(block).expect("a block").map(|c| c as i8));
-        let quotes = v.cmp_eq(i8x16::splat(b'"' as i8));
-        let m = (quotes | v.cmp_eq(i8x16::splat(b'\\' as i8)) | v.cmp_lt(i8x16::splat(0x20))).move_mask();
+    let mut i = start + 1;
+    loop {
+        let chunk = buf.get(i..i + 8)?;
+        let m = special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
         if m != 0 {
-            // Plain when the first special byte is the closing quote (a bit test rather than
-            // a load of that byte: this is on the scan's critical path).
-            let k = m.trailing_zeros() as usize;
-            return (quotes.move_mask() >> k & 1 == 1).then_some(at + k + 1);
+            let j = i + (m.trailing_zeros() / 8) as usize;
+            return (buf[j] == b'"').then_some(j + 1);
         }
-        at += BLOCK;
+        i += 8;
     }
-    None
+}
+
+/// A mask with the high bit set in bytes of `w` that are `"`, `\\`, below 0x20 or non-ASCII
+/// (Mycroft's trick; the lowest set byte is exact).
+#[inline(always)]
+fn special(w: u64) -> u64 {
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v;
+    let quote = zero(w ^ (ONES * u64::from(b'"')));
+    let backslash = zero(w ^ (ONES * u64::from(b'\\')));
+    let control = w.wrapping_sub(ONES * 0x20) & !w;
+    (quote | backslash | control | w) & HIGHS
 }
 
 /// Decodes the escapes of a validated string body.
@@ -829,320 +829,4 @@ fn unescape(raw: &[u8]) -> Result<String, (usize, &'static str)> {
 fn hex4(h: &[u8]) -> u32 {
     h.iter()
         .fold(0, |acc, &b| acc * 16 + (b as char).to_digit(16).unwrap_or(0))
-}
-
-/// Writes `s` as a JSON string (escaping only what JSON requires).
-pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    escape_into(out, s);
-    out.push(b'"');
-}
-
-/// True when `s` has a byte JSON strings escape (`"`, `\\`, control characters).
-#[inline]
-pub(crate) fn needs_escape(s: &str) -> bool {
-    s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')
-}
-
-/// Appends `s` escaped for the inside of a JSON string (no quotes).
-#[inline]
-pub(crate) fn escape_into(out: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
-    if !needs_escape(s) {
-        out.extend_from_slice(bytes);
-        return;
-    }
-    let mut last = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => {
-                out.extend_from_slice(&bytes[last..i]);
-                out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
-                last = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[last..i]);
-        out.extend_from_slice(esc);
-        last = i + 1;
-    }
-    out.extend_from_slice(&bytes[last..]);
-}
-
-/// Returns `s` as a JSON string literal.
-pub(crate) fn quote(s: &str) -> Vec<u8> {
-    let mut v = Vec::with_capacity(s.len() + 2);
-    write_str(&mut v, s);
-    v
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn valid(s: &str) -> bool {
-        let mut sc = Scanner::new(s.as_bytes());
-        sc.skip_value().is_ok() && sc.end().is_ok()
-    }
-
-    #[test]
-    fn agrees_with_serde_json_on_samples() {
-        for s in [
-            r#"{"a":[1,2.5,-0,1e5,1E-2,true,false,null,"x\"y\u00e9\ud83d\ude00"],"b":{}}"#,
-            "[]",
-            " 0 ",
-            r#""\u0000""#,
-            "01",
-            "1.",
-            "-",
-            r#"{"a" 1}"#,
-            r#"{"a":1,}"#,
-            "[1,]",
-            "\"\u{1}\"",
-            r#""\x""#,
-            "tru",
-            "{\"a\":\"\u{e9}\"}",
-            // Surrogates: paired, lone leading, lone trailing, leading then leading (fuzz).
-            r#""\ud83d\ude00""#,
-            r#""\ud83dx""#,
-            r#""\ude00""#,
-            r#""trt\udaee\udaeez""#,
-            r#""\ud83d\u0041""#,
-            r#"[{"a":"\ud83d"}]"#,
-        ] {
-            let ours = valid(s);
-            // A `Value` validates strings as text (what every consumer of the output does).
-            let theirs = serde_json::from_str::<serde_json::Value>(s).is_ok();
-            assert_eq!(ours, theirs, "{s:?}");
-        }
-    }
-
-    #[test]
-    fn decodes_escapes_and_reports_offsets() {
-        let mut sc = Scanner::new(br#""a\/b\n\u00e9\ud83d\ude00""#);
-        assert_eq!(sc.string().unwrap().text, "a/b\né😀");
-        let mut sc = Scanner::with_base(br#"{"a":tru}"#, 100);
-        let e = sc.skip_value().unwrap_err();
-        assert_eq!(e.offset, 105);
-    }
-
-    #[test]
-    fn walked_depth_is_limited() {
-        // The walk's limit is serde_json's: 127 levels opened with `begin_*` pass, 128 do not.
-        for (n, ok) in [(127, true), (128, false)] {
-            let doc = "[".repeat(n) + &"]".repeat(n);
-            let mut sc = Scanner::new(doc.as_bytes());
-            let walked = (0..n).try_for_each(|_| sc.begin_array());
-            assert_eq!(walked.is_ok(), ok, "{n}");
-            assert_eq!(serde_json::from_str::<serde_json::Value>(&doc).is_ok(), ok, "{n}");
-        }
-    }
-
-    /// `n` levels of arrays and objects alternating (the innermost holding `1`), wrapped so the
-    /// deep part is a subtree the walk skips.
-    fn nested(n: usize) -> String {
-        let mut s = String::new();
-        for i in 0..n {
-            s.push_str(if i % 2 == 0 { "[0," } else { "{\"k\":1,\"v\":" });
-        }
-        s.push('1');
-        for i in (0..n).rev() {
-            s.push_str(if i % 2 == 0 { ",2]" } else { ",\"z\":\"s\"}" });
-        }
-        s
-    }
-
-    #[test]
-    fn skipped_subtrees_nest_to_kube_apiserver_limit() {
-        let max = MAX_SKIP_DEPTH as usize;
-        for n in [1, 127, 128, 129, 130, 255, 256, 257, 1000, max] {
-            let doc = nested(n);
-            assert!(valid(&doc), "{n}");
-            // Inside a walked object: the walk's own level counts toward the limit.
-            let doc = format!("{{\"data\":{}}}", nested(n - 1));
-            let mut sc = Scanner::new(doc.as_bytes());
-            sc.begin_object().unwrap();
-            let mut first = true;
-            assert_eq!(sc.next_key(&mut first).unwrap().unwrap().text, "data");
-            sc.skip_value().unwrap_or_else(|e| panic!("{n}: {e:?}"));
-            assert!(sc.next_key(&mut first).unwrap().is_none());
-        }
-        for doc in [nested(max + 1), "[".repeat(max + 1) + &"]".repeat(max + 1)] {
-            let e = Scanner::new(doc.as_bytes()).skip_value().unwrap_err();
-            assert_eq!(
-                (e.offset, e.msg),
-                (offset_of_level(&doc, max), "recursion limit exceeded")
-            );
-        }
-        // Counted from the document root: one walked level plus MAX_SKIP_DEPTH skipped ones.
-        let doc = format!("{{\"data\":{}}}", nested(max));
-        let mut sc = Scanner::new(doc.as_bytes());
-        sc.begin_object().unwrap();
-        let mut first = true;
-        sc.next_key(&mut first).unwrap();
-        assert_eq!(sc.skip_value().unwrap_err().msg, "recursion limit exceeded");
-    }
-
-    /// Offset of the bracket that opens level `n + 1` (0-based count of brackets before it).
-    fn offset_of_level(doc: &str, n: usize) -> usize {
-        doc.bytes()
-            .enumerate()
-            .filter(|&(_, b)| b == b'[' || b == b'{')
-            .nth(n)
-            .map(|(i, _)| i)
-            .expect("deep enough")
-    }
-
-    #[test]
-    fn deep_skips_check_brackets_across_nested_calls() {
-        // A mismatched bracket deeper than one register holds is caught as the levels unwind.
-        let n = 200;
-        let mut doc = "[".repeat(60) + &"{\"a\":[".repeat(n) + "1";
-        doc.push_str(&"]}".repeat(n - 1));
-        doc.push_str("]]"); // `]` where `}` closes
-        doc.push_str(&"]".repeat(59));
-        assert!(!valid(&doc));
-        let mut ok = "[".repeat(60) + &"{\"a\":[".repeat(n) + "1";
-        ok.push_str(&"]}".repeat(n));
-        ok.push_str(&"]".repeat(60));
-        assert!(valid(&ok));
-    }
-
-    proptest::proptest! {
-        /// Any nesting of objects and arrays up to 600 levels is accepted, and one closing
-        /// bracket swapped for the other kind is refused, at any depth across nested calls.
-        #[test]
-        fn deep_brackets_match(kinds in proptest::collection::vec(proptest::bool::ANY, 1..600), flip in 0usize..600) {
-            let mut doc = String::new();
-            for &obj in &kinds {
-                doc.push_str(if obj { "{\"k\":" } else { "[" });
-            }
-            doc.push_str("null");
-            let mut bad = doc.clone();
-            for (i, &obj) in kinds.iter().enumerate().rev() {
-                doc.push(if obj { '}' } else { ']' });
-                let swapped = if i == flip % kinds.len() { !obj } else { obj };
-                bad.push(if swapped { '}' } else { ']' });
-            }
-            proptest::prop_assert!(valid(&doc));
-            proptest::prop_assert!(!valid(&bad));
-        }
-    }
-
-    #[test]
-    fn input_ending_inside_a_surrogate_pair_is_eof() {
-        for doc in [r#""\ud83d"#, r#""\ud83d\"#, r#""\ud83d\u"#, r#""\ud83d\ude"#] {
-            let e = Scanner::new(doc.as_bytes()).skip_value().unwrap_err();
-            assert!(e.eof, "{doc}: {e:?}");
-        }
-    }
-
-    /// Error offset and message of skipping `doc` as one document.
-    fn skip_err(doc: &[u8]) -> (usize, &'static str, bool) {
-        let mut sc = Scanner::new(doc);
-        let e = sc.skip_value().and_then(|_| sc.end()).unwrap_err();
-        (e.offset, e.msg, e.eof)
-    }
-
-    #[test]
-    fn fast_paths_find_each_special_byte_at_every_block_position() {
-        // Strings of every length across two 16-byte blocks, with the special byte at each
-        // position, at the end of the input and inside an object (key and value).
-        for len in 0..40 {
-            for p in 0..=len {
-                let body = |c: &str| format!("{}{c}{}", "a".repeat(p), "b".repeat(len - p));
-                // Plain: the closing quote right at the end of the input or before more.
-                let s = format!("\"{}\"", body(""));
-                assert_eq!(Scanner::new(s.as_bytes()).skip_value().unwrap(), (0, s.len()));
-                let o = format!("{{{s}:{s},{s}:[{s}]}}");
-                assert!(valid(&o), "{o}");
-                // An escape at p.
-                let s = format!("\"{}\"", body("\\n"));
-                let got = Scanner::new(s.as_bytes()).string().unwrap();
-                assert_eq!((got.end, got.text.as_ref()), (s.len(), body("\n").as_str()));
-                let s = format!("\"{}\"", body("\\u00e9\\ud83d\\ude00"));
-                assert_eq!(Scanner::new(s.as_bytes()).string().unwrap().text, body("é😀"));
-                // A control character at p.
-                for c in ["\u{0}", "\u{1f}", "\n", "\t"] {
-                    let s = format!("\"{}\"", body(c));
-                    assert_eq!(
-                        skip_err(s.as_bytes()),
-                        (1 + p, "control character in string", false)
-                    );
-                }
-                // Non-ASCII at p: valid (2, 3, 4 bytes), invalid, or cut at the input's end.
-                for c in ["é", "€", "😀", "\u{7f}"] {
-                    let s = format!("[\"{}\",1]", body(c));
-                    assert!(valid(&s), "{s:?}");
-                }
-                // After a non-ASCII byte the blocks look for ASCII specials only.
-                let s = format!("\"é{}\u{1}\"", "a".repeat(p));
-                assert_eq!(
-                    skip_err(s.as_bytes()),
-                    (3 + p, "control character in string", false)
-                );
-                let s = format!("[\"é{}\\n\"]", "a".repeat(p));
-                assert!(valid(&s), "{s:?}");
-                let mut s = format!("\"{}\"", body("é")).into_bytes();
-                s[1 + p + 1] = b'a'; // a lead byte without its continuation
-                assert_eq!(skip_err(&s), (1 + p, "invalid UTF-8 in string", false));
-                let mut s = format!("\"{}\"", body("x")).into_bytes();
-                s[1 + p] = 0xff;
-                assert_eq!(skip_err(&s), (1 + p, "invalid UTF-8 in string", false));
-                let s = format!("\"{}\\", body(""));
-                assert!(skip_err(s.as_bytes()).2, "{s}");
-            }
-            // Unterminated: more input is needed, at every length.
-            let s = format!("\"{}", "a".repeat(len));
-            assert_eq!(skip_err(s.as_bytes()), (s.len(), "unexpected end of input", true));
-            let s = format!("{{\"{}", "a".repeat(len));
-            assert_eq!(skip_err(s.as_bytes()), (s.len(), "unexpected end of input", true));
-        }
-    }
-
-    #[test]
-    fn whitespace_runs_of_every_length() {
-        for n in 0..40 {
-            for ws in [" ", "\n", "\r\n", "\t "] {
-                let w = ws.repeat(n);
-                let doc =
-                    format!("{w}{{{w}\"a\"{w}:{w}[{w}1{w},{w}\"x\"{w}]{w},{w}\"b\"{w}:{w}{{{w}}}{w}}}{w}");
-                assert!(valid(&doc), "{doc:?}");
-                let mut sc = Scanner::new(doc.as_bytes());
-                let (start, end) = sc.skip_value().unwrap();
-                assert_eq!((start, end), (w.len(), doc.len() - w.len()));
-                let bad = format!("[{w}1{w}x]");
-                assert_eq!(
-                    skip_err(bad.as_bytes()),
-                    (1 + 2 * w.len() + 1, "expected `,` or `]`", false)
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn every_prefix_of_a_document_needs_more_input() {
-        let doc = r#"{"apiVersion":"v1","items":[{"a":"\u00e9\"x\\","b":-12.5e+3,"c":[true,false,null],"long key of more than sixteen bytes":"é€😀 and a long value past two blocks","d":{}}],"e":0}"#;
-        assert!(valid(doc));
-        let doc = doc.as_bytes();
-        for n in 0..doc.len() {
-            let (offset, msg, eof) = skip_err(&doc[..n]);
-            assert!(eof, "{n}: {offset} {msg}");
-            assert_eq!(offset, n, "{n}");
-        }
-    }
-
-    #[test]
-    fn quotes_round_trip() {
-        for s in ["plain", "q\"uote", "back\\slash", "ctl\u{1}\n", "é<>&"] {
-            let q = quote(s);
-            assert_eq!(serde_json::from_slice::<String>(&q).unwrap(), s);
-        }
-    }
 }

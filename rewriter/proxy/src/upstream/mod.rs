@@ -2,21 +2,23 @@
 //! server.
 //!
 //! Ordinary requests share pooled clients that speak HTTP/2 when the server offers it (ALPN),
-//! at most [`STREAMS_PER_CONNECTION`] requests in flight per connection (`lanes.rs`): at
+//! at most [`STREAMS_PER_CONNECTION`] requests in flight per connection (`h2_pool.rs`): at
 //! that budget another connection opens, so 1,000 watches never queue behind each other, and a
 //! burst of requests on a new one makes one TLS handshake, not one each.
 //! Upgrade requests (exec, attach, port-forward, proxy) take a client that offers only
 //! HTTP/1.1, since an HTTP/2 stream cannot carry an `Upgrade`. So do watches, up to
-//! [`MAX_OWN_WATCHES`] at once, each on a connection that its body drives (`driven.rs`):
+//! [`MAX_OWN_WATCHES`] at once, each on a connection that its body drives (`watch_conn.rs`):
 //! through a pooled HTTP/2 connection every event is handed from the connection's task to the
-//! reading one, and a burst went out in batches of a few dozen events (35-78 write syscalls per
-//! 1,000 events, against 9-16 on a connection of its own, in part 3 of the proxy benchmark).
-//! Watches beyond that share the lanes, so the connections to kube-apiserver stay bounded.
+//! reading one, and a burst goes out in smaller batches, with more writes. Watches beyond that
+//! share the pooled connections, so the connections to kube-apiserver stay bounded.
+//!
+//! Credentials and the kubeconfig are in `credentials.rs`, the identity headers
+//! (impersonation, front-proxy `X-Remote-*`) in `identity.rs`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use http::header::{AUTHORIZATION, HeaderValue};
@@ -27,14 +29,20 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::capture_connection;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use secrecy::ExposeSecret;
 
-use crate::config::UpstreamSource;
-use crate::lanes::{LaneConnector, Lanes};
-pub use crate::lanes::{STREAMS_PER_CONNECTION, Stalled, UpstreamBody};
+mod credentials;
+mod h2_pool;
+pub mod identity;
+mod watch_conn;
+
 use crate::tls::{self, NoVerify};
+use credentials::{Auth, TokenFile, bearer, client_identity};
+pub use credentials::{UpstreamSource, load_kube_config};
+use h2_pool::{LaneConnector, Lanes};
+pub use h2_pool::{STREAMS_PER_CONNECTION, Stalled, UpstreamBody};
+use identity::{fix_identity, impersonation};
 use kube_api_rewriter_layer::Body;
 
 /// Why the upstream cannot be set up.
@@ -49,90 +57,6 @@ pub enum UpstreamError {
     /// rustls refused the configuration.
     #[error("TLS: {0}")]
     Rustls(#[from] rustls::Error),
-}
-
-/// How the proxy authenticates itself (only when the client did not send `Authorization`).
-enum Auth {
-    None,
-    /// A fixed header value (bearer token or basic auth).
-    Fixed(HeaderValue),
-    /// A token file, re-read when it changes (rotated service-account tokens).
-    TokenFile(TokenFile),
-}
-
-impl std::fmt::Debug for Auth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print credentials.
-        match self {
-            Auth::None => f.write_str("None"),
-            Auth::Fixed(_) => f.write_str("Fixed(..)"),
-            Auth::TokenFile(t) => write!(f, "TokenFile({})", t.path.display()),
-        }
-    }
-}
-
-struct TokenFile {
-    path: PathBuf,
-    state: Mutex<TokenState>,
-}
-
-struct TokenState {
-    value: Option<HeaderValue>,
-    checked: Instant,
-    stamp: Option<(SystemTime, u64)>,
-}
-
-/// How often a token file's modification time is looked at.
-const TOKEN_CHECK: Duration = Duration::from_secs(1);
-
-impl TokenFile {
-    fn new(path: PathBuf) -> Result<TokenFile, UpstreamError> {
-        let t = TokenFile {
-            path,
-            state: Mutex::new(TokenState {
-                value: None,
-                checked: Instant::now(),
-                stamp: None,
-            }),
-        };
-        let mut st = t.state.lock().unwrap_or_else(|p| p.into_inner());
-        t.refresh(&mut st)
-            .map_err(|e| UpstreamError::Config(format!("token file {}: {e}", t.path.display())))?;
-        drop(st);
-        Ok(t)
-    }
-
-    fn refresh(&self, st: &mut TokenState) -> std::io::Result<()> {
-        let meta = std::fs::metadata(&self.path)?;
-        let stamp = meta.modified().ok().map(|m| (m, meta.len()));
-        st.checked = Instant::now();
-        if st.value.is_some() && stamp.is_some() && stamp == st.stamp {
-            return Ok(());
-        }
-        let text = std::fs::read_to_string(&self.path)?;
-        st.value = bearer(text.trim());
-        st.stamp = stamp;
-        Ok(())
-    }
-
-    fn header(&self) -> Option<HeaderValue> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if st.checked.elapsed() >= TOKEN_CHECK
-            && let Err(e) = self.refresh(&mut st)
-        {
-            tracing::warn!(path = %self.path.display(), error = %e, "cannot re-read the token file; using the last token");
-        }
-        st.value.clone()
-    }
-}
-
-fn bearer(token: &str) -> Option<HeaderValue> {
-    if token.is_empty() {
-        return None;
-    }
-    let mut v = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
-    v.set_sensitive(true);
-    Some(v)
 }
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
@@ -387,12 +311,16 @@ impl Upstream {
 
     /// Adds the proxy's credentials unless the client brought its own `Authorization`.
     ///
-    /// A request sent with the proxy's credentials (token, basic auth or client certificate)
-    /// carries the kubeconfig's impersonation, if any, and nothing a client asked for: client
-    /// `Impersonate-*` headers can neither replace nor widen the configured identity. Without
-    /// kubeconfig impersonation they pass (kube-apiserver checks the proxy's own right to
-    /// impersonate, as behind `kubectl proxy`) unless dropping them was asked for.
+    /// Every request carries the kubeconfig's impersonation, if any, and nothing a client asked
+    /// for: client `Impersonate-*` headers can neither replace nor widen the configured
+    /// identity, even on a request that brings its own `Authorization` (the connection still
+    /// carries the proxy's client certificate, which kube-apiserver authenticates before any
+    /// token). Without kubeconfig impersonation they pass (kube-apiserver checks the
+    /// authenticated user's right to impersonate, as behind `kubectl proxy`) unless dropping
+    /// them was asked for. A client's own `Authorization` is kept; otherwise the proxy's token
+    /// or basic auth is added.
     pub fn authorize(&self, headers: &mut HeaderMap) {
+        fix_identity(headers, &self.impersonate, self.drop_client_impersonation);
         if headers.contains_key(AUTHORIZATION) {
             return;
         }
@@ -404,7 +332,6 @@ impl Upstream {
         if let Some(v) = v {
             headers.insert(AUTHORIZATION, v);
         }
-        fix_identity(headers, &self.impersonate, self.drop_client_impersonation);
     }
 
     /// Sends an ordinary request over a pooled connection with a free stream. With `stall`,
@@ -466,7 +393,7 @@ impl Upstream {
 
     /// Sends a watch: like [`Upstream::send`] without a stall timeout, but over an HTTP/1.1
     /// connection of its own that the response body drives, so a burst of events is read and
-    /// rewritten without a task hand-off per event (`driven.rs`). The pooled way instead for a
+    /// rewritten without a task hand-off per event (`watch_conn.rs`). The pooled way instead for a
     /// watch with a body, past [`MAX_OWN_WATCHES`], within [`OWN_WATCH_RETRY`] of such a
     /// connection failing before its response head, and for the watch whose connection failed.
     pub async fn send_watch(
@@ -482,7 +409,7 @@ impl Upstream {
         };
         let (parts, body) = req.into_parts();
         let again = Request::from_parts(clone_parts(&parts), kube_api_rewriter_layer::body::empty());
-        match crate::driven::send(&self.h1_connector, Request::from_parts(parts, body)).await {
+        match watch_conn::send(&self.h1_connector, Request::from_parts(parts, body)).await {
             Ok(resp) => Ok(resp.map(|b| UpstreamBody::new(b, Box::new(own), None))),
             Err(e) => {
                 drop(own);
@@ -536,219 +463,5 @@ impl OwnWatch {
 impl Drop for OwnWatch {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The kubeconfig's impersonation as request headers.
-fn impersonation(a: &kube::config::AuthInfo) -> Vec<(http::HeaderName, HeaderValue)> {
-    let mut out = Vec::new();
-    let mut push = |name: http::HeaderName, v: &str| match HeaderValue::from_str(v) {
-        Ok(v) => out.push((name, v)),
-        Err(_) => {
-            tracing::warn!(header = %name, "kubeconfig impersonation value is not a valid header value; skipped")
-        }
-    };
-    if let Some(u) = &a.impersonate {
-        push(http::HeaderName::from_static("impersonate-user"), u);
-    }
-    if let Some(u) = &a.impersonate_uid {
-        push(http::HeaderName::from_static("impersonate-uid"), u);
-    }
-    for g in a.impersonate_groups.iter().flatten() {
-        push(http::HeaderName::from_static("impersonate-group"), g);
-    }
-    let mut extra: Vec<_> = a.impersonate_user_extra.iter().flatten().collect();
-    extra.sort();
-    for (k, vs) in extra {
-        match http::HeaderName::from_bytes(format!("impersonate-extra-{}", escape_extra_key(k)).as_bytes()) {
-            Ok(name) => {
-                for v in vs {
-                    push(name.clone(), v);
-                }
-            }
-            Err(_) => tracing::warn!(key = %k, "kubeconfig as-user-extra key makes no header name; skipped"),
-        }
-    }
-    out
-}
-
-/// An `Impersonate-Extra-` key: lower case (header names are), percent-encoded outside the
-/// header token characters (kube-apiserver decodes either case of hex digit).
-fn escape_extra_key(k: &str) -> String {
-    let mut out = String::with_capacity(k.len());
-    for b in k.to_ascii_lowercase().bytes() {
-        if b.is_ascii_alphanumeric() || b"-!#$&'*+.^_`|~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02x}"));
-        }
-    }
-    out
-}
-
-fn is_impersonation(name: &http::HeaderName) -> bool {
-    name.as_str().starts_with("impersonate-")
-}
-
-/// The identity of a request sent with the proxy's credentials: the configured impersonation
-/// replaces every client `Impersonate-*` header; without one, client headers pass unless
-/// `drop_client` is set.
-fn fix_identity(headers: &mut HeaderMap, configured: &[(http::HeaderName, HeaderValue)], drop_client: bool) {
-    if configured.is_empty() && !drop_client {
-        return;
-    }
-    let client: Vec<http::HeaderName> = headers.keys().filter(|k| is_impersonation(k)).cloned().collect();
-    for k in client {
-        headers.remove(&k);
-    }
-    for (k, v) in configured {
-        headers.append(k.clone(), v.clone());
-    }
-}
-
-fn client_identity(
-    a: &kube::config::AuthInfo,
-) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, UpstreamError> {
-    let b64 = |what: &str, s: &str| {
-        base64::engine::general_purpose::STANDARD
-            .decode(s.trim())
-            .map_err(|e| UpstreamError::Config(format!("{what}: invalid base64: {e}")))
-    };
-    let read =
-        |what: &str, p: &str| std::fs::read(p).map_err(|e| UpstreamError::Config(format!("{what} {p}: {e}")));
-    let cert = match (&a.client_certificate_data, &a.client_certificate) {
-        (Some(d), _) => Some(b64("client-certificate-data", d)?),
-        (None, Some(p)) => Some(read("client-certificate", p)?),
-        _ => None,
-    };
-    let key = match (&a.client_key_data, &a.client_key) {
-        (Some(d), _) => Some(b64("client-key-data", d.expose_secret())?),
-        (None, Some(p)) => Some(read("client-key", p)?),
-        _ => None,
-    };
-    match (cert, key) {
-        (Some(c), Some(k)) => {
-            let certs = tls::certs_from_pem(&c, "client certificate")
-                .map_err(|e| UpstreamError::Config(e.to_string()))?;
-            // The key's bytes are never logged: only the kind of error.
-            let key = PrivateKeyDer::from_pem_slice(&k)
-                .map_err(|_| UpstreamError::Config("client key: not a PEM private key".into()))?;
-            Ok(Some((certs, key)))
-        }
-        (None, None) => Ok(None),
-        _ => Err(UpstreamError::Config(
-            "a client certificate needs both the certificate and the key".into(),
-        )),
-    }
-}
-
-/// Loads the kube-apiserver configuration the way controller-runtime's `GetConfig` looks for it:
-/// `KUBECONFIG`, then the in-cluster service account, then `~/.kube/config`.
-pub async fn load_kube_config(source: &UpstreamSource) -> Result<kube::Config, UpstreamError> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let opts = KubeConfigOptions::default();
-    match source {
-        UpstreamSource::Kubeconfig(paths) => {
-            let mut merged: Option<Kubeconfig> = None;
-            for p in paths {
-                let kc = Kubeconfig::read_from(p)
-                    .map_err(|e| UpstreamError::Config(format!("{}: {e}", p.display())))?;
-                merged = Some(match merged {
-                    Some(m) => m.merge(kc).map_err(|e| UpstreamError::Config(e.to_string()))?,
-                    None => kc,
-                });
-            }
-            let kc = merged.ok_or_else(|| UpstreamError::Config("KUBECONFIG names no file".into()))?;
-            kube::Config::from_custom_kubeconfig(kc, &opts)
-                .await
-                .map_err(|e| UpstreamError::Config(e.to_string()))
-        }
-        UpstreamSource::Infer => {
-            if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
-                return kube::Config::incluster()
-                    .map_err(|e| UpstreamError::Config(format!("in-cluster: {e}")));
-            }
-            kube::Config::from_kubeconfig(&opts).await.map_err(|e| {
-                UpstreamError::Config(format!(
-                    "no KUBECONFIG, not in a cluster, and ~/.kube/config: {e}"
-                ))
-            })
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn h(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut m = HeaderMap::new();
-        for (k, v) in pairs {
-            m.append(
-                http::HeaderName::from_bytes(k.as_bytes()).expect("name"),
-                HeaderValue::from_str(v).expect("value"),
-            );
-        }
-        m
-    }
-
-    fn all(m: &HeaderMap, k: &str) -> Vec<String> {
-        m.get_all(k)
-            .iter()
-            .map(|v| v.to_str().expect("ascii").to_owned())
-            .collect()
-    }
-
-    #[test]
-    fn kubeconfig_impersonation_becomes_headers() {
-        let a = kube::config::AuthInfo {
-            impersonate: Some("sa".into()),
-            impersonate_uid: Some("u-1".into()),
-            impersonate_groups: Some(vec!["g1".into(), "g2".into()]),
-            impersonate_user_extra: Some([("Scopes/A b".to_owned(), vec!["x".to_owned()])].into()),
-            ..Default::default()
-        };
-        let names: Vec<String> = impersonation(&a)
-            .iter()
-            .map(|(k, v)| format!("{k}={}", v.to_str().expect("ascii")))
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "impersonate-user=sa",
-                "impersonate-uid=u-1",
-                "impersonate-group=g1",
-                "impersonate-group=g2",
-                "impersonate-extra-scopes%2fa%20b=x"
-            ]
-        );
-    }
-
-    #[test]
-    fn configured_identity_cannot_be_replaced_or_widened() {
-        let configured = h(&[("impersonate-user", "sa"), ("impersonate-group", "g1")]);
-        let configured: Vec<_> = configured.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let mut m = h(&[
-            ("impersonate-user", "admin"),
-            ("impersonate-group", "system:masters"),
-            ("impersonate-extra-x", "y"),
-            ("accept", "application/json"),
-        ]);
-        fix_identity(&mut m, &configured, false);
-        assert_eq!(all(&m, "impersonate-user"), ["sa"]);
-        assert_eq!(all(&m, "impersonate-group"), ["g1"]);
-        assert!(m.get("impersonate-extra-x").is_none());
-        assert_eq!(all(&m, "accept"), ["application/json"]);
-    }
-
-    #[test]
-    fn client_impersonation_passes_or_is_dropped_without_a_configured_one() {
-        let client = [("impersonate-user", "u"), ("impersonate-group", "g")];
-        let mut m = h(&client);
-        fix_identity(&mut m, &[], false);
-        assert_eq!(all(&m, "impersonate-user"), ["u"]);
-        let mut m = h(&client);
-        fix_identity(&mut m, &[], true);
-        assert!(m.is_empty(), "{m:?}");
     }
 }
