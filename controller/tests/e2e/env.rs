@@ -1,0 +1,399 @@
+//! The environment the cases share, and the helpers they use: the control plane with KubeVirt's
+//! CRDs (stored renamed) and ours, the controller's sidecar, the fake virt-controller behind its
+//! own sidecar, the webhook's certificate, the controller of the current mode; polling with
+//! deadlines, kubectl shorthands, a VM's manifest and what its status says.
+
+use std::any::Any;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use kube_api_rewriter_testkit::*;
+use serde_json::Value;
+
+use crate::controller::{ControllerProc, Mode};
+use crate::fake_virt_controller;
+
+/// Our VirtualMachines.
+pub const VM: &str = "virtualmachines.virtualization.deckhouse.io";
+/// Our VirtualMachineOperations.
+pub const VMOP: &str = "virtualmachineoperations.virtualization.deckhouse.io";
+/// Our VirtualMachineClasses (cluster-scoped).
+pub const VMC: &str = "virtualmachineclasses.virtualization.deckhouse.io";
+/// Our VirtualDisks.
+pub const VD: &str = "virtualdisks.virtualization.deckhouse.io";
+/// KubeVirt's VirtualMachines as kube-apiserver stores them.
+pub const UP_KVVM: &str = "internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io";
+/// KubeVirt's VirtualMachineInstances as kube-apiserver stores them.
+pub const UP_VMI: &str = "internalvirtualizationvirtualmachineinstances.internal.virtualization.deckhouse.io";
+/// KubeVirt's `vm.kubevirt.io/name` label as kube-apiserver stores it.
+pub const UP_NAME_LABEL: &str = "vm.kubevirt.internal.virtualization.deckhouse.io/name";
+/// The longest any state is waited for: far beyond what a passing run needs (seconds), so a
+/// loaded machine does not fail the test.
+const WAIT: Duration = Duration::from_secs(90);
+
+/// What the cases of a run share.
+pub struct Env {
+    /// etcd, kube-apiserver and the rest of the control plane.
+    pub cp: ControlPlane,
+    /// The controller's sidecar.
+    pub sidecar: ProxyProc,
+    /// The fake virt-controller's sidecar.
+    pub kv_sidecar: ProxyProc,
+    /// The controller under test: none before the first case of a mode, replaced when the mode
+    /// changes.
+    ctl: Mutex<Option<ControllerProc>>,
+    mode: Mutex<Mode>,
+    /// The modes whose controller did not start, with why.
+    failed_modes: Mutex<Vec<(Mode, String)>>,
+    /// Runs the fake virt-controller, and the cases' own kube-rs clients.
+    pub rt: tokio::runtime::Runtime,
+}
+
+/// The running controller, locked (see [`Env::ctl`]).
+pub struct Ctl<'a>(MutexGuard<'a, Option<ControllerProc>>);
+
+impl std::ops::Deref for Ctl<'_> {
+    type Target = ControllerProc;
+
+    fn deref(&self) -> &ControllerProc {
+        self.0.as_ref().expect("a controller started")
+    }
+}
+
+impl std::ops::DerefMut for Ctl<'_> {
+    fn deref_mut(&mut self) -> &mut ControllerProc {
+        self.0.as_mut().expect("a controller started")
+    }
+}
+
+impl Env {
+    /// Starts the control plane, applies the CRDs, starts both sidecars and the fake
+    /// virt-controller, and makes the webhook's certificate. No controller yet: see
+    /// [`Env::enter`].
+    fn setup() -> Env {
+        let t = Instant::now();
+        let cp = ControlPlane::up();
+        // KubeVirt's CRDs go in through a rewriter, so kube-apiserver stores them renamed.
+        let kv_sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
+        kv_sidecar.apply_vm_crd();
+        let vmi_crd = crd_fixtures().join("original/virtualmachineinstances.yaml");
+        ok(&kv_sidecar.kubectl(&["apply", "-f", vmi_crd.to_str().expect("utf-8")]));
+        for crd in [
+            "virtualmachines.kubevirt.io",
+            "virtualmachineinstances.kubevirt.io",
+        ] {
+            if let Some(err) = wait_crd_established(&kv_sidecar, crd) {
+                panic!("{crd}: {err}");
+            }
+        }
+        // Ours are not renamed: straight to kube-apiserver, as a cluster admin would.
+        let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+        ok(&cp.kubectl(&["apply", "-f", crds.to_str().expect("utf-8")]));
+        let sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
+        for crd in [VM, VMOP, VMC, VD] {
+            if let Some(err) = wait_crd_established(&sidecar, crd) {
+                panic!("{crd}: {err}");
+            }
+        }
+        // The webhook's serving certificate, for 127.0.0.1, from a CA kube-apiserver is given in
+        // the webhook configuration's caBundle.
+        let (ca_crt, ca_key) = make_ca(&cp.dir, "webhook-ca");
+        signed_cert(
+            &cp.dir,
+            "webhook",
+            "virtualization-controller",
+            Some("IP:127.0.0.1"),
+            &ca_crt,
+            &ca_key,
+        );
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        virtualization_controller::install_crypto_provider();
+        let kv_client = {
+            let url = format!("http://127.0.0.1:{}", kv_sidecar.port)
+                .parse()
+                .expect("url");
+            let _guard = rt.enter();
+            let mut config = kube::Config::new(url);
+            // As the controller: no client-side retries of 503s, the watches back off instead.
+            config.default_retry = false;
+            kube::Client::try_from(config).expect("client")
+        };
+        rt.spawn(fake_virt_controller::run(kv_client));
+        eprintln!("--- environment up in {:?}", t.elapsed());
+        Env {
+            cp,
+            sidecar,
+            kv_sidecar,
+            ctl: Mutex::new(None),
+            mode: Mutex::new(Mode::Sidecar),
+            failed_modes: Mutex::new(Vec::new()),
+            rt,
+        }
+    }
+
+    /// Makes the controller run in `mode` and waits for it to be ready: the one already running
+    /// if it is of `mode`, else the other mode's is stopped and a new one started. `Err` when
+    /// it does not get ready (then at once for every later case of the mode).
+    pub fn enter(&self, mode: Mode) -> Result<(), String> {
+        let failed = lock(&self.failed_modes);
+        if let Some((_, why)) = failed.iter().find(|(m, _)| *m == mode) {
+            return Err(format!("the {} controller did not start: {why}", mode.name()));
+        }
+        drop(failed);
+        {
+            let mut ctl = lock(&self.ctl);
+            if ctl.is_some() && self.mode() == mode {
+                return Ok(());
+            }
+            // The other mode's controller stops before this one starts.
+            *ctl = None;
+        }
+        *lock(&self.mode) = mode;
+        eprintln!("--- mode {}", mode.name());
+        let t = Instant::now();
+        let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let kubeconfig = match mode {
+                Mode::Sidecar => self.sidecar.kubeconfig.clone(),
+                Mode::Embedded => PathBuf::from(self.cp.kubeconfig()),
+            };
+            *lock(&self.ctl) = Some(ControllerProc::start(&self.cp.dir, &kubeconfig, mode));
+            self.wait("controller /readyz 200", || {
+                let mut c = self.ctl();
+                if !c.alive() {
+                    panic!("controller exited:\n{}", c.logs());
+                }
+                let code = c.get(c.health_port, "/readyz");
+                if code == "200" { Ok(()) } else { Err(code) }
+            });
+        }));
+        if let Err(e) = started {
+            let why = panic_message(e);
+            lock(&self.failed_modes).push((mode, why.clone()));
+            return Err(format!("the {} controller did not start: {why}", mode.name()));
+        }
+        eprintln!("--- {} controller ready in {:?}", mode.name(), t.elapsed());
+        Ok(())
+    }
+
+    /// The controller of the current mode, locked until the value is dropped.
+    pub fn ctl(&self) -> Ctl<'_> {
+        Ctl(lock(&self.ctl))
+    }
+
+    /// The controller's log so far (empty when none runs).
+    pub fn logs(&self) -> String {
+        lock(&self.ctl)
+            .as_ref()
+            .map(ControllerProc::logs)
+            .unwrap_or_default()
+    }
+
+    /// The controller's `/metrics` text.
+    pub fn metrics(&self) -> String {
+        let port = self.ctl().metrics_port;
+        ok(&curl(&["-s", &format!("http://127.0.0.1:{port}/metrics")]))
+    }
+
+    /// Polls `f` every 100 ms until it gives a value; panics after `limit` with the last
+    /// value seen and the controller's log.
+    pub fn wait<T: std::fmt::Debug>(&self, what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+        let t = Instant::now();
+        let mut last = String::new();
+        while t.elapsed() < WAIT {
+            match f() {
+                Ok(v) => return v,
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let logs = self.logs();
+        let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+        panic!(
+            "{what}: not within {WAIT:?}; last: {last}\ncontroller log (newest first):\n{}",
+            tail.join("\n")
+        );
+    }
+
+    /// An object straight from kube-apiserver, or `None` when it does not exist.
+    pub fn get(&self, resource: &str, ns: &str, name: &str) -> Option<Value> {
+        let o = self.cp.kubectl(&["get", resource, name, "-n", ns, "-o", "json"]);
+        if o.status.success() {
+            return Some(parse_json(&String::from_utf8_lossy(&o.stdout)));
+        }
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("NotFound"), "kubectl get {resource} {name}: {err}");
+        None
+    }
+
+    /// `kubectl apply` of `yaml`, straight to kube-apiserver.
+    pub fn apply(&self, yaml: &str) {
+        ok(&kubectl_in(self.cp.kubeconfig(), &["apply", "-f", "-"], yaml));
+    }
+
+    /// A merge patch, straight to kube-apiserver.
+    pub fn patch(&self, resource: &str, ns: &str, name: &str, merge: Value) {
+        ok(&self.cp.kubectl(&[
+            "patch",
+            resource,
+            name,
+            "-n",
+            ns,
+            "--type",
+            "merge",
+            "-p",
+            &merge.to_string(),
+        ]));
+    }
+
+    /// Creates the namespace `{base}-{mode}` and returns its name.
+    pub fn namespace(&self, base: &str) -> String {
+        let ns = format!("{base}-{}", self.mode().name());
+        ok(&self.cp.kubectl(&["create", "namespace", &ns]));
+        ns
+    }
+
+    /// The mode of the controller under test.
+    pub fn mode(&self) -> Mode {
+        *lock(&self.mode)
+    }
+
+    /// Waits until the VM's status satisfies `f` (given the status and the VM).
+    pub fn wait_vm(&self, ns: &str, name: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        self.wait(&format!("VM {ns}/{name}: {what}"), || {
+            let vm = self.get(VM, ns, name).ok_or_else(|| "no VM".to_owned())?;
+            if f(&vm) {
+                Ok(vm)
+            } else {
+                Err(vm["status"].to_string())
+            }
+        })
+    }
+
+    /// Waits until the operation is finished (Completed or Failed).
+    pub fn wait_op(&self, ns: &str, name: &str) -> Value {
+        self.wait(&format!("VMOP {ns}/{name} finished"), || {
+            let op = self.get(VMOP, ns, name).ok_or_else(|| "no VMOP".to_owned())?;
+            if op["status"]["phase"] == "Completed" || op["status"]["phase"] == "Failed" {
+                Ok(op)
+            } else {
+                Err(op["status"].to_string())
+            }
+        })
+    }
+
+    /// Creates an operation and waits until it is finished; returns it.
+    pub fn operation(&self, ns: &str, name: &str, t: &str, vm: &str) -> Value {
+        self.apply(&format!(
+            "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachineOperation\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{type: {t}, virtualMachineName: {vm}}}\n"
+        ));
+        self.wait_op(ns, name)
+    }
+
+    /// An operation that must complete.
+    pub fn completes(&self, ns: &str, name: &str, t: &str, vm: &str) -> Value {
+        let op = self.operation(ns, name, t, vm);
+        assert_eq!(op["status"]["phase"], "Completed", "{op}");
+        assert!(cond_is(&op, "Completed", "True"), "{op}");
+        op
+    }
+}
+
+/// The environment, made by the first trial that runs and shared by the later ones; a setup
+/// that failed fails them at once.
+#[derive(Default)]
+pub struct Lazy(Mutex<Option<Result<Arc<Env>, String>>>);
+
+impl Lazy {
+    /// The environment, made now if no trial has asked for it yet.
+    pub fn get(&self) -> Result<Arc<Env>, String> {
+        let mut slot = lock(&self.0);
+        slot.get_or_insert_with(|| {
+            std::panic::catch_unwind(Env::setup)
+                .map(Arc::new)
+                .map_err(panic_message)
+        })
+        .clone()
+        .map_err(|why| format!("the environment did not come up: {why}"))
+    }
+
+    /// The environment, if a trial made it; dropping it stops everything it started.
+    pub fn take(&self) -> Option<Arc<Env>> {
+        lock(&self.0).take().and_then(Result::ok)
+    }
+}
+
+/// A lock that a case's panic does not spoil for the cases after it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a caught panic said.
+fn panic_message(e: Box<dyn Any + Send>) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "panicked".to_owned())
+}
+
+/// A VM's manifest: 1 core at 50%, cloud-init userData, a nodeSelector and a toleration.
+pub fn vm_yaml(ns: &str, name: &str, run_policy: &str, memory: &str) -> String {
+    format!(
+        r#"apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachine
+metadata:
+  name: {name}
+  namespace: {ns}
+  labels: {{app: shop}}
+spec:
+  runPolicy: {run_policy}
+  cpu: {{cores: 1, coreFraction: "50%"}}
+  memory: {{size: {memory}}}
+  provisioning:
+    userData: |
+      #cloud-config
+      hostname: {name}
+  nodeSelector: {{disk: ssd}}
+  tolerations: [{{key: dedicated, operator: Exists, effect: NoSchedule}}]
+"#
+    )
+}
+
+/// A condition of a VM or VMOP: (status, reason, message).
+pub fn cond(obj: &Value, type_: &str) -> Option<(String, String, String)> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+            (s("status"), s("reason"), s("message"))
+        })
+}
+
+/// Whether the condition `type_` has `status`.
+pub fn cond_is(obj: &Value, type_: &str, status: &str) -> bool {
+    cond(obj, type_).is_some_and(|c| c.0 == status)
+}
+
+/// In `phase`, in the current generation.
+pub fn phase_is(vm: &Value, phase: &str) -> bool {
+    vm["status"]["phase"] == phase && vm["status"]["observedGeneration"] == vm["metadata"]["generation"]
+}
+
+/// Running and applied, in the current generation.
+pub fn running(vm: &Value) -> bool {
+    phase_is(vm, "Running")
+        && cond_is(vm, "Running", "True")
+        && cond_is(vm, "ConfigurationApplied", "True")
+        && vm["status"]["nodeName"] == fake_virt_controller::NODE
+}
+
+/// Stopped, in the current generation, on no node.
+pub fn stopped(vm: &Value) -> bool {
+    phase_is(vm, "Stopped") && cond_is(vm, "Running", "False") && vm["status"].get("nodeName").is_none()
+}

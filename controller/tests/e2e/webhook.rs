@@ -1,0 +1,128 @@
+//! The validating webhook, called by kube-apiserver: what it denies, with which message, and
+//! what it admits.
+
+use std::process::Command;
+
+use kube_api_rewriter_testkit::*;
+
+use crate::env::*;
+
+/// kube-apiserver calls the webhook (registered for this mode's namespace only) and kubectl
+/// shows each denial's message; a good VM is admitted, and a bad update of it denied.
+pub fn webhook(env: &Env) {
+    use virtualization_controller::webhook::{KUBEVIRT_KEY_MESSAGE, PATH};
+    let ns = env.namespace("webhook");
+    let ns = ns.as_str();
+    let mode = env.mode().name();
+    ok(&env
+        .cp
+        .kubectl(&["label", "namespace", ns, &format!("webhook-test={mode}")]));
+    let port = env.ctl().webhook_port;
+    let ca = ok(&Command::new("base64")
+        .arg("-w0")
+        .arg(env.cp.dir.join("webhook-ca.crt"))
+        .output()
+        .expect("base64"));
+    assert!(!ca.is_empty());
+    let config = format!("vm-validation-{mode}");
+    env.apply(&format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {config}}}
+webhooks:
+- name: vm.validate.virtualization.deckhouse.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  clientConfig:
+    url: https://127.0.0.1:{port}{PATH}
+    caBundle: {ca}
+  namespaceSelector: {{matchLabels: {{webhook-test: {mode}}}}}
+  rules:
+  - apiGroups: [virtualization.deckhouse.io]
+    apiVersions: [v1alpha2]
+    operations: [CREATE, UPDATE]
+    resources: [virtualmachines]
+"#
+    ));
+    let apply = |yaml: &str| kubectl_in(env.cp.kubeconfig(), &["apply", "-f", "-"], yaml);
+    let labelled =
+        vm_yaml(ns, "bad", "AlwaysOff", "256Mi").replace("{app: shop}", "{app: shop, kubevirt.io/evil: x}");
+    // kube-apiserver picks the configuration up from its own watch: probe with server-side
+    // dry runs (the webhook has no side effects, so it is called for them) until it is in force.
+    let denied = env.wait("the webhook in force", || {
+        let o = kubectl_in(
+            env.cp.kubeconfig(),
+            &["apply", "--dry-run=server", "-f", "-"],
+            &labelled,
+        );
+        if o.status.success() {
+            Err("admitted".to_owned())
+        } else {
+            Ok(String::from_utf8_lossy(&o.stderr).into_owned())
+        }
+    });
+    assert!(denied.contains(KUBEVIRT_KEY_MESSAGE), "{denied}");
+
+    env.apply(&format!(
+        "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachineClass\nmetadata: {{name: small-{mode}}}\nspec:\n  cpu: {{cores: [1]}}\n"
+    ));
+    let long = "l".repeat(64);
+    for (what, yaml, message) in [
+        (
+            "a kubevirt.io label",
+            labelled.clone(),
+            KUBEVIRT_KEY_MESSAGE.to_owned(),
+        ),
+        (
+            "a kubevirt.io annotation",
+            vm_yaml(ns, "bad", "AlwaysOff", "256Mi").replace(
+                "  labels: {app: shop}\n",
+                "  annotations: {kubevirt.io/allow-pod-bridge-network-live-migration: x}\n",
+            ),
+            KUBEVIRT_KEY_MESSAGE.to_owned(),
+        ),
+        (
+            "a name over 63 characters",
+            vm_yaml(ns, &long, "AlwaysOff", "256Mi"),
+            "longer than 63".to_owned(),
+        ),
+        (
+            "duplicate blockDeviceRefs",
+            vm_yaml(ns, "bad", "AlwaysOff", "256Mi")
+                + "  blockDeviceRefs:\n  - {kind: VirtualDisk, name: a}\n  - {kind: VirtualDisk, name: a}\n",
+            "VirtualDisk a is referred to more than once".to_owned(),
+        ),
+        (
+            "zero cores",
+            vm_yaml(ns, "bad", "AlwaysOff", "256Mi").replace("cores: 1", "cores: 0"),
+            "spec.cpu.cores must be at least 1".to_owned(),
+        ),
+        (
+            "cores the class does not allow",
+            vm_yaml(ns, "bad", "AlwaysOff", "256Mi").replace("cores: 1", "cores: 2")
+                + &format!("  virtualMachineClassName: small-{mode}\n"),
+            format!("spec.cpu.cores 2 is not allowed by VirtualMachineClass small-{mode}"),
+        ),
+    ] {
+        let err = fails(&apply(&yaml));
+        assert!(
+            err.contains("denied the request") && err.contains(&message),
+            "{what}: {err}"
+        );
+    }
+    assert!(env.get(VM, ns, "bad").is_none(), "a denied VM was stored");
+
+    env.apply(&vm_yaml(ns, "good", "AlwaysOff", "256Mi"));
+    env.wait_vm(ns, "good", "Stopped", stopped);
+    let err = fails(
+        &env.cp
+            .kubectl(&["label", VM, "good", "-n", ns, "kubevirt.io/evil=x"]),
+    );
+    assert!(err.contains(KUBEVIRT_KEY_MESSAGE), "{err}");
+    ok(&env
+        .cp
+        .kubectl(&["delete", "validatingwebhookconfiguration", &config]));
+    ok(&env.cp.kubectl(&["delete", VMC, &format!("small-{mode}")]));
+}
