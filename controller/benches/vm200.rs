@@ -17,6 +17,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kube_api_rewriter_testkit::procfs;
 use kube_api_rewriter_testkit::report::Report;
 use kube_api_rewriter_testkit::*;
 
@@ -24,25 +25,11 @@ const VM: &str = "virtualmachines.virtualization.deckhouse.io";
 
 /// Peak RSS (MiB) and CPU seconds (user + system) of a live process, from `/proc`.
 fn usage(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm_kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0.0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at field 3 (state).
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    let clk = Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<f64>().ok())
-        .unwrap_or(100.0);
-    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the state (field 3).
-    (hwm_kib / 1024.0, (ticks(11) + ticks(12)) / clk)
+    let hwm_kib = procfs::memory(pid).hwm_kib;
+    (
+        hwm_kib as f64 / 1024.0,
+        procfs::stat(pid).map_or(0.0, |s| s.cpu_secs()),
+    )
 }
 
 fn start_controller(dir: &Path, kubeconfig: &Path, embedded: bool) -> (Child, u16) {

@@ -24,7 +24,6 @@
 //! doubles (`rewriter/proxy/tests/doubles.rs`).
 
 pub mod client;
-pub mod procstat;
 mod suite;
 
 pub use suite::{Figures, Settings, run};

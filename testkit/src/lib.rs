@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod procfs;
 pub mod report;
+
+// The /proc readers the tests call at the crate root.
+pub use procfs::{TcpSocket, open_sockets, tcp_connections_to, tcp_sockets, tcp_timer, tcp_timers};
 
 /// The `kube-api-rewriter` binary: `$KUBE_API_REWRITER_BIN`, else the one beside the running
 /// test executable (`target/<profile>/`), built with `cargo build` first if it is missing.
@@ -625,110 +629,6 @@ pub fn signed_cert(
         &s(&crt),
     ]);
     (crt, key)
-}
-
-/// The number of open sockets of process `pid` (its `/proc/PID/fd` links to `socket:`).
-pub fn open_sockets(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| {
-                    std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("socket:"))
-                })
-                .count()
-        })
-        .unwrap_or(0)
-}
-
-/// The kernel timer of the IPv4 TCP socket from `local_port` to `remote_port` on loopback
-/// (`/proc/net/tcp`, column `tr`): 0 none, 1 retransmit, 2 keep-alive, 3 TIME_WAIT, 4 zero
-/// window probe. An established socket with `SO_KEEPALIVE` shows 2.
-pub fn tcp_timer(local_port: u16, remote_port: u16) -> Option<u8> {
-    tcp_timers(Some(local_port), remote_port).into_iter().next()
-}
-
-/// The timers (see [`tcp_timer`]) of every established IPv4 socket to `remote_port`, from
-/// `local_port` if given.
-pub fn tcp_timers(local_port: Option<u16>, remote_port: u16) -> Vec<u8> {
-    tcp_sockets()
-        .into_iter()
-        .filter(|s| s.remote == remote_port && local_port.is_none_or(|p| s.local == p))
-        .map(|s| s.timer)
-        .collect()
-}
-
-/// One established IPv4 TCP socket of this machine, as `/proc/net/tcp` shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TcpSocket {
-    /// Local port.
-    pub local: u16,
-    /// Remote port.
-    pub remote: u16,
-    /// Bytes sent and not yet acknowledged.
-    pub tx_queue: u64,
-    /// Bytes received and not yet read by the process.
-    pub rx_queue: u64,
-    /// The kernel timer running on it (see [`tcp_timer`]).
-    pub timer: u8,
-}
-
-/// The local ports of every IPv4 TCP socket of this machine to `remote_port` in any state,
-/// closing and `TIME_WAIT` included (`/proc/net/tcp`): the connections made to a server on this
-/// machine in about the last minute (Linux keeps `TIME_WAIT` for 60 s) by whichever end closed
-/// them, and those still open.
-pub fn tcp_connections_to(remote_port: u16) -> Vec<u16> {
-    let Ok(text) = std::fs::read_to_string("/proc/net/tcp") else {
-        return Vec::new();
-    };
-    let port = |addr: &str| {
-        addr.split_once(':')
-            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-    };
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            // 0A: LISTEN, not a connection.
-            if *f.get(3)? == "0A" || port(f.get(2)?)? != remote_port {
-                return None;
-            }
-            port(f.get(1)?)
-        })
-        .collect()
-}
-
-/// Every established IPv4 TCP socket of this machine (`/proc/net/tcp`); none when it cannot be
-/// read.
-pub fn tcp_sockets() -> Vec<TcpSocket> {
-    let Ok(text) = std::fs::read_to_string("/proc/net/tcp") else {
-        return Vec::new();
-    };
-    let port = |addr: &str| {
-        addr.split_once(':')
-            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-    };
-    let hex_pair = |field: &str| {
-        let (a, b) = field.split_once(':')?;
-        Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
-    };
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if *f.get(3)? != "01" {
-                return None;
-            }
-            let (tx_queue, rx_queue) = hex_pair(f.get(4)?)?;
-            let (timer, _) = hex_pair(f.get(5)?)?;
-            Some(TcpSocket {
-                local: port(f.get(1)?)?,
-                remote: port(f.get(2)?)?,
-                tx_queue,
-                rx_queue,
-                timer: u8::try_from(timer).ok()?,
-            })
-        })
-        .collect()
 }
 
 /// One `T` for the tests of a binary that run at the same time: the first caller makes it, the

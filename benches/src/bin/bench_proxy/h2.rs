@@ -19,7 +19,8 @@ use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::mpsc;
 
-use super::{Burst, LONE_NS, LONE_PAUSE, RESOURCE, Result};
+use crate::burst_double::{Burst, LONE_NS, LONE_PAUSE, serve_on_thread};
+use crate::{RESOURCE, Result};
 
 /// The double's thread (Linux keeps 15 bytes of a thread's name).
 pub(crate) const THREAD: &str = "burst-tls";
@@ -54,7 +55,7 @@ pub(crate) fn start(b: Arc<Burst>, dir: &Path, h2_only: bool) -> Result<H2Double
     };
     let cfg = kube_api_rewriter_tls::server_config(cert, protocols)?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let addr = super::serve_on_thread(if h2_only { THREAD_H2_ONLY } else { THREAD }, move |s| {
+    let addr = serve_on_thread(if h2_only { THREAD_H2_ONLY } else { THREAD }, move |s| {
         let (acceptor, b) = (acceptor.clone(), Arc::clone(&b));
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(s).await else { return };
