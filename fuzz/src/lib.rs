@@ -51,7 +51,11 @@ fn is_json_err(e: &Error) -> bool {
 
 /// Direction from a flag bit.
 pub fn dir(bit: bool) -> Direction {
-    if bit { Direction::Restore } else { Direction::Rename }
+    if bit {
+        Direction::Restore
+    } else {
+        Direction::Rename
+    }
 }
 
 fn assert_json(out: &[u8], what: &str, input: &[u8]) {
@@ -117,7 +121,13 @@ fn run_watch(dir: Direction, body: &[u8], cuts: &[usize]) -> (Vec<u8>, Result<()
     (out, r, 0)
 }
 
-fn same(what: &str, body: &[u8], cut: &str, a: &(Vec<u8>, Result<(), Error>), b: &(Vec<u8>, Result<(), Error>)) {
+fn same(
+    what: &str,
+    body: &[u8],
+    cut: &str,
+    a: &(Vec<u8>, Result<(), Error>),
+    b: &(Vec<u8>, Result<(), Error>),
+) {
     match (&a.1, &b.1) {
         (Ok(()), Ok(())) => assert!(
             a.0 == b.0,
@@ -195,7 +205,8 @@ pub fn list_stream(data: &[u8]) {
         assert_json(&whole.0, "list", body);
     }
     // Differential: a real list streamed must equal the whole-document rewrite.
-    let is_list = !has_duplicate_top_level_keys(body) && matches!(&verdict, Some(Value::Object(o))
+    let is_list = !has_duplicate_top_level_keys(body)
+        && matches!(&verdict, Some(Value::Object(o))
         if o.get("items").is_some_and(Value::is_array)
             && o.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")));
     if is_list && whole.1.is_ok() {
@@ -212,7 +223,10 @@ pub fn list_stream(data: &[u8]) {
                 }
             }
             Ok(Outcome::Excluded) => {}
-            Err(e) => panic!("list: stream accepts, whole-document rewrite fails: {e}\ninput: {:?}", String::from_utf8_lossy(body)),
+            Err(e) => panic!(
+                "list: stream accepts, whole-document rewrite fails: {e}\ninput: {:?}",
+                String::from_utf8_lossy(body)
+            ),
         }
     }
 }
@@ -281,16 +295,24 @@ pub fn context(sel: u8) -> Context {
         _ => ("admission.k8s.io", "AdmissionReview"),
     };
     // Bit 6: a Table asked for with `includeObject=None` (row objects stripped).
-    Context { group: Some(g.into()), kind: Some(k.into()), strip_row_objects: sel & 0x40 != 0 }
+    Context {
+        group: Some(g.into()),
+        kind: Some(k.into()),
+        strip_row_objects: sel & 0x40 != 0,
+    }
 }
 
 /// byte 0: bit 0 direction, bits 1..: context; the rest is the document.
 pub fn object(data: &[u8]) {
-    let Some((&flags, body)) = data.split_first() else { return };
+    let Some((&flags, body)) = data.split_first() else {
+        return;
+    };
     let ctx = context(flags >> 1);
     for d in [dir(flags & 1 == 1), dir(flags & 1 == 0)] {
         let r = object::rewrite(rules(), d, body, &ctx);
-        let Ok(verdict) = serde_verdict(body) else { continue };
+        let Ok(verdict) = serde_verdict(body) else {
+            continue;
+        };
         match (&verdict, &r) {
             (Some(_), Err(e)) if is_json_err(e) => panic!(
                 "object {d:?}: serde_json accepts, we reject: {e}\ninput: {:?}",
@@ -310,8 +332,15 @@ pub fn object(data: &[u8]) {
 
 /// byte 0: bits 0..1 patch type, bit 2 direction, bits 3.. plan; the rest is the patch.
 pub fn patch(data: &[u8]) {
-    let Some((&flags, body)) = data.split_first() else { return };
-    let ty = [PatchType::Json, PatchType::Merge, PatchType::Strategic, PatchType::Apply][(flags & 3) as usize];
+    let Some((&flags, body)) = data.split_first() else {
+        return;
+    };
+    let ty = [
+        PatchType::Json,
+        PatchType::Merge,
+        PatchType::Strategic,
+        PatchType::Apply,
+    ][(flags & 3) as usize];
     let d = dir(flags & 4 != 0);
     let (g, k) = match (flags >> 3) % 5 {
         0 => ("kubevirt.io", "VirtualMachine"),
@@ -350,8 +379,13 @@ pub fn patch(data: &[u8]) {
 
 /// The rule loader on arbitrary text: errors are fine, panics are not.
 pub fn rules_load(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = Rules::parse(&[Source { name: "fuzz.yaml", text }]);
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = Rules::parse(&[Source {
+        name: "fuzz.yaml",
+        text,
+    }]);
 }
 
 /// The path rewriter, both ways; a renamed path restores to something that renames again
@@ -360,7 +394,11 @@ pub fn path_rewrite(data: &[u8]) {
     let Ok(p) = std::str::from_utf8(data) else { return };
     // Encoded slashes are decoded to a fixed point, and routing never panics.
     if let Some(decoded) = kube_api_rewriter::path::decode_route_slashes(p) {
-        assert_eq!(kube_api_rewriter::path::decode_route_slashes(&decoded), None, "{p:?}");
+        assert_eq!(
+            kube_api_rewriter::path::decode_route_slashes(&decoded),
+            None,
+            "{p:?}"
+        );
     }
     for m in ["GET", "PATCH"] {
         let r = kube_api_rewriter::Route::new(rules(), kube_api_rewriter::ProxyMode::Api, m, p);
@@ -377,7 +415,9 @@ pub fn path_rewrite(data: &[u8]) {
 /// the raw patch (base64-encoded into `response.patch`).
 pub fn admission(data: &[u8]) {
     use base64::Engine as _;
-    let Some((&flags, rest)) = data.split_first() else { return };
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
     let (obj, raw) = match rest.iter().position(|&b| b == 0xff) {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => (&b"{}"[..], rest),
@@ -395,7 +435,11 @@ pub fn admission(data: &[u8]) {
     review.extend_from_slice(b64.as_bytes());
     review.extend_from_slice(br#""}}"#);
     let patch_is_json = serde_json::from_slice::<Vec<serde_json::Map<String, Value>>>(raw).is_ok();
-    let ctx = Context { group: Some("kubevirt.io".into()), kind: Some("VirtualMachine".into()), ..Context::default() };
+    let ctx = Context {
+        group: Some("kubevirt.io".into()),
+        kind: Some("VirtualMachine".into()),
+        ..Context::default()
+    };
     for d in [dir(flags & 1 == 1), dir(flags & 1 == 0)] {
         let r = object::rewrite(rules(), d, &review, &ctx);
         match &r {
@@ -408,7 +452,9 @@ pub fn admission(data: &[u8]) {
                 assert_json(out, "admission", &review);
                 let v: Value = serde_json::from_slice(out).expect("checked above");
                 let p = v["response"]["patch"].as_str().expect("patch stays a string");
-                let dec = base64::engine::general_purpose::STANDARD.decode(p).expect("patch stays base64");
+                let dec = base64::engine::general_purpose::STANDARD
+                    .decode(p)
+                    .expect("patch stays base64");
                 if patch_is_json {
                     assert_json(&dec, "admission patch", raw);
                 }
@@ -421,7 +467,9 @@ pub fn admission(data: &[u8]) {
 /// `proto`: protobuf request bodies (`k8s\0` + runtime.Unknown) in both directions. Never a
 /// panic; whatever is accepted must come back to the same bytes when rewritten back.
 pub fn proto(data: &[u8]) {
-    let Some((&sel, body)) = data.split_first() else { return };
+    let Some((&sel, body)) = data.split_first() else {
+        return;
+    };
     let mut input = kube_api_rewriter::proto::MAGIC.to_vec();
     input.extend_from_slice(body);
     let d = dir(sel & 1 == 1);
@@ -436,7 +484,11 @@ pub fn proto(data: &[u8]) {
 pub fn openapi_proto(data: &[u8]) {
     use kube_api_rewriter::openapi::proto::restore;
     if let Ok(Some(out)) = restore(rules(), data) {
-        assert_ne!(out.as_slice(), data, "a rewrite that changes nothing must say None");
+        assert_ne!(
+            out.as_slice(),
+            data,
+            "a rewrite that changes nothing must say None"
+        );
         match restore(rules(), &out) {
             Ok(None) => {}
             Ok(Some(_)) => panic!("restoring twice changed the document again"),
@@ -451,7 +503,9 @@ pub fn openapi_proto(data: &[u8]) {
 /// as YAML 1.2 and as kube-apiserver's YAML 1.1 reading of request bodies, to the same value;
 /// rejects ⇒ an error.
 pub fn yaml(data: &[u8]) {
-    let Some((&flags, rest)) = data.split_first() else { return };
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
     let doc: Vec<u8> = if flags & 1 == 0 {
         rest.to_vec()
     } else {
@@ -463,7 +517,11 @@ pub fn yaml(data: &[u8]) {
     let want = match serde_json::from_slice::<Value>(&doc) {
         Ok(v) => v,
         Err(_) => {
-            assert!(r.is_err(), "serde_json rejects, YAML came out: {:?}", String::from_utf8_lossy(&doc));
+            assert!(
+                r.is_err(),
+                "serde_json rejects, YAML came out: {:?}",
+                String::from_utf8_lossy(&doc)
+            );
             return;
         }
     };
@@ -471,10 +529,17 @@ pub fn yaml(data: &[u8]) {
     let legacy = serde_saphyr::options! { legacy_octal_numbers: true };
     for (how, back) in [
         ("YAML", serde_saphyr::from_str::<Value>(&yaml)),
-        ("YAML 1.1", serde_saphyr::from_str_with_options::<Value>(&yaml, legacy)),
+        (
+            "YAML 1.1",
+            serde_saphyr::from_str_with_options::<Value>(&yaml, legacy),
+        ),
     ] {
-        let back = back.unwrap_or_else(|e| panic!("{how} does not read back: {e}\njson: {want}\nyaml: {yaml:?}"));
-        assert!(back == want, "{how} reads back another value\njson: {want}\nback: {back}\nyaml: {yaml:?}");
+        let back =
+            back.unwrap_or_else(|e| panic!("{how} does not read back: {e}\njson: {want}\nyaml: {yaml:?}"));
+        assert!(
+            back == want,
+            "{how} reads back another value\njson: {want}\nback: {back}\nyaml: {yaml:?}"
+        );
     }
 }
 
@@ -489,7 +554,9 @@ pub fn scan_diff(data: &[u8]) {
     let doc = i::skip_document(data);
     assert_eq!(
         doc.as_ref().map_err(i::parts),
-        scan_ref::skip_document(data).as_ref().map_err(scan_ref::JsonError::parts),
+        scan_ref::skip_document(data)
+            .as_ref()
+            .map_err(scan_ref::JsonError::parts),
         "document"
     );
     let (ours, theirs) = (i::skip_values(data, base), scan_ref::skip_values(data, base));

@@ -1,7 +1,7 @@
 //! The oracle of the `scan_diff` target: the core's JSON scanner as it was before its fast
 //! paths, kept verbatim but for its error type (the core's `JsonError` cannot be built outside
-//! the core). The core's current scanner must agree with it on every input.
-#![allow(dead_code)]
+//! the core) and the methods the oracle never calls. The core's current scanner must agree with
+//! it on every input.
 
 use std::borrow::Cow;
 
@@ -118,15 +118,6 @@ pub(crate) struct RawStr<'a> {
     pub(crate) escaped: bool,
 }
 
-impl RawStr<'_> {
-    /// True when the string's text is `s` (decided without decoding when it has no escapes;
-    /// an escaped string never equals `s` here, callers decode those).
-    #[inline]
-    pub(crate) fn is(&self, s: &str) -> bool {
-        !self.escaped && self.raw == s.as_bytes()
-    }
-}
-
 impl<'a> Scanner<'a> {
     /// A scanner at the start of `buf`.
     pub(crate) fn new(buf: &'a [u8]) -> Self {
@@ -148,19 +139,9 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// The whole input.
-    pub(crate) fn input(&self) -> &'a [u8] {
-        self.buf
-    }
-
     /// Current offset.
     pub(crate) fn pos(&self) -> usize {
         self.pos
-    }
-
-    /// Moves to `pos` (which must be a token boundary).
-    pub(crate) fn seek(&mut self, pos: usize) {
-        self.pos = pos;
     }
 
     /// An error at the current position.
@@ -334,19 +315,6 @@ impl<'a> Scanner<'a> {
         })
     }
 
-    /// Opens an array: consumes `[`. Then call [`Scanner::next_elem`] until it returns false.
-    pub(crate) fn begin_array(&mut self) -> Result<()> {
-        self.expect(b'[', "expected `[`")?;
-        self.enter()
-    }
-
-    /// Moves to the next element; false after the closing `]`.
-    pub(crate) fn next_elem(&mut self, first: &mut bool) -> Result<bool> {
-        let more = self.step(first, b']', "expected `,` or `]`")?;
-        self.ws();
-        Ok(more)
-    }
-
     /// Reads a string value and decodes it.
     pub(crate) fn string(&mut self) -> Result<Str<'a>> {
         if self.peek()? != b'"' {
@@ -366,16 +334,6 @@ impl<'a> Scanner<'a> {
             Cow::Borrowed(std::str::from_utf8(raw).map_err(|_| self.err("invalid UTF-8"))?)
         };
         Ok(Str { start, end, text })
-    }
-
-    /// Reads a string if the next value is one; otherwise skips the value and returns `None`.
-    pub(crate) fn string_or_skip(&mut self) -> Result<Option<Str<'a>>> {
-        if self.peek()? == b'"' {
-            self.string().map(Some)
-        } else {
-            self.skip_value()?;
-            Ok(None)
-        }
     }
 
     /// [`Scanner::skip_string`] with the common case inlined: a plain ASCII string (no escapes)
