@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 
 #[path = "current_release/support.rs"]
 mod support;
+#[path = "common/tls_double.rs"]
+mod tls_double;
 use support::*;
 
 const INTERNAL: &str = "internal.virtualization.deckhouse.io";

@@ -2,12 +2,12 @@
 //! the aggregated API's discovery double, a kube-rs client, CBOR decoding.
 
 use std::process::Output;
-use std::sync::Arc;
 
 use kube_api_rewriter_testkit::*;
 use serde_json::{Value, json};
 
 use super::AGGREGATED;
+use super::tls_double::tls_double;
 
 pub fn kubectl_p(p: &ProxyProc, args: &[&str]) -> Output {
     p.kubectl(args)
@@ -76,52 +76,35 @@ pub fn aggregated_api(cp: &ControlPlane) -> u16 {
 pub fn discovery_double(crt: &std::path::Path, key: &std::path::Path) -> u16 {
     use bytes::Bytes;
     use http_body_util::Full;
-    use hyper_util::rt::TokioIo;
-    use kube_api_rewriter_proxy::tls;
-    let certs = tls::load_certs(crt).expect("cert");
-    let key = tls::load_key(key).expect("key");
-    let mut cfg = rustls::ServerConfig::builder_with_provider(tls::provider())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .expect("server config");
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    spawn_double(move |s| {
-        let acceptor = acceptor.clone();
-        async move {
-            let Ok(tls) = acceptor.accept(s).await else { return };
-            let svc = hyper::service::service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
-                let path = req.uri().path().to_owned();
-                let (status, body) = match path.as_str() {
-                    "/apis" => (
-                        200,
-                        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [{"name": AGGREGATED, "versions": [{"groupVersion": format!("{AGGREGATED}/v1alpha2"), "version": "v1alpha2"}], "preferredVersion": {"groupVersion": format!("{AGGREGATED}/v1alpha2"), "version": "v1alpha2"}}]}),
-                    ),
-                    p if p == format!("/apis/{AGGREGATED}/v1alpha2") => (
-                        200,
-                        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{AGGREGATED}/v1alpha2"), "resources": [
-                            {"name": "virtualmachines", "singularName": "", "namespaced": true, "kind": "VirtualMachine", "verbs": ["get", "list"]},
-                            {"name": "virtualmachines/console", "singularName": "", "namespaced": true, "kind": "VirtualMachineConsole", "verbs": ["get"]},
-                        ]}),
-                    ),
-                    _ => (
-                        404,
-                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
-                    ),
-                };
-                let mut r = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
-                *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
-                r.headers_mut()
-                    .insert("content-type", "application/json".parse().expect("hv"));
-                Ok::<_, std::convert::Infallible>(r)
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), svc)
-                .await;
-        }
-    })
+    tls_double(
+        crt,
+        key,
+        |req: hyper::Request<hyper::body::Incoming>| async move {
+            let path = req.uri().path().to_owned();
+            let (status, body) = match path.as_str() {
+                "/apis" => (
+                    200,
+                    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [{"name": AGGREGATED, "versions": [{"groupVersion": format!("{AGGREGATED}/v1alpha2"), "version": "v1alpha2"}], "preferredVersion": {"groupVersion": format!("{AGGREGATED}/v1alpha2"), "version": "v1alpha2"}}]}),
+                ),
+                p if p == format!("/apis/{AGGREGATED}/v1alpha2") => (
+                    200,
+                    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{AGGREGATED}/v1alpha2"), "resources": [
+                        {"name": "virtualmachines", "singularName": "", "namespaced": true, "kind": "VirtualMachine", "verbs": ["get", "list"]},
+                        {"name": "virtualmachines/console", "singularName": "", "namespaced": true, "kind": "VirtualMachineConsole", "verbs": ["get"]},
+                    ]}),
+                ),
+                _ => (
+                    404,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
+                ),
+            };
+            let mut r = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
+            *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+            r.headers_mut()
+                .insert("content-type", "application/json".parse().expect("hv"));
+            Ok::<_, std::convert::Infallible>(r)
+        },
+    )
 }
 
 pub async fn client_for(kubeconfig: &str) -> Result<kube::Client, String> {

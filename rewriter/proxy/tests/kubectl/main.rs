@@ -25,6 +25,8 @@ mod manifests;
 mod patch_label;
 mod rbac;
 mod selectors;
+#[path = "../common/tls_double.rs"]
+mod tls_double;
 mod watch;
 mod webhook_double;
 

@@ -9,9 +9,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
-use kube_api_rewriter_testkit::spawn_double;
 use serde_json::{Value, json};
+
+use crate::tls_double::tls_double;
 
 /// The message of the double's denial.
 pub const DENIAL: &str = "webhook_double says no to deny-me";
@@ -59,30 +59,9 @@ async fn webhook_serve(
 
 /// Starts the double on a free port in a background runtime, serving `cert`/`key`.
 pub fn webhook_double(cert: &Path, key: &Path) -> WebhookDouble {
-    use kube_api_rewriter_proxy::tls;
-    let certs = tls::load_certs(cert).expect("cert");
-    let key = tls::load_key(key).expect("key");
-    let mut cfg = rustls::ServerConfig::builder_with_provider(tls::provider())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .expect("server config");
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
     let reviews = Arc::new(Mutex::new(Vec::new()));
     let r2 = Arc::clone(&reviews);
-    let port = spawn_double(move |s| {
-        let acceptor = acceptor.clone();
-        let reviews = Arc::clone(&r2);
-        async move {
-            let Ok(tls) = acceptor.accept(s).await else { return };
-            let svc = hyper::service::service_fn(move |req| webhook_serve(Arc::clone(&reviews), req));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), svc)
-                .await;
-        }
-    });
+    let port = tls_double(cert, key, move |req| webhook_serve(Arc::clone(&r2), req));
     WebhookDouble { port, reviews }
 }
 
