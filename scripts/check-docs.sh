@@ -3,7 +3,9 @@
 #   1. every repository path that ARCHITECTURE.md, the READMEs, CHANGELOG.md and docs/ name
 #      exists: Markdown link targets, and `backticked` paths whose first part is a file or
 #      directory at the top of the repository or beside the document;
-#   2. no tracked file outside the captured test data names an issue number (`#19`, `issue 18`);
+#   2. no tracked file outside the captured test data points at the work tracker (a `#` and
+#      digits, or the tracker's word for an entry followed by a number): code and docs say what
+#      they do and why, not which ticket asked for it;
 #   3. README.md stays under 16 KB.
 # Prints one line per problem (file:line: what) and exits 1 when there is any.
 #
@@ -63,9 +65,9 @@ for doc in $docs; do
   done < "$doc"
 done
 
-# Issue numbers: `#19` (not `&#19;`, `{:#?}`, `$#`), `issue 18`, `issues 3`.
+# Tracker references: `#` and digits (not `&#NN;`, `{:#?}`, `$#`), or the word and a number.
 while IFS= read -r hit; do
-  problem "${hit%%:*}:$(cut -d: -f2 <<<"$hit"): names an issue number: $(cut -d: -f3- <<<"$hit" | sed 's/^[[:space:]]*//' | cut -c1-100)"
+  problem "${hit%%:*}:$(cut -d: -f2 <<<"$hit"): names a tracker entry: $(cut -d: -f3- <<<"$hit" | sed 's/^[[:space:]]*//' | cut -c1-100)"
 done < <(git ls-files --cached --others --exclude-standard |
   grep -vE '^(testdata/|fuzz/corpus/|scripts/check-docs\.sh$)|(\.lock|go\.sum)$' |
   while read -r f; do [[ -f $f ]] && printf '%s\0' "$f"; done |
@@ -79,4 +81,4 @@ fi
 if ((fail)); then
   exit 1
 fi
-echo "check-docs: $(wc -w <<<"$docs") documents; paths, issue numbers and README size ok"
+echo "check-docs: $(wc -w <<<"$docs") documents; paths, tracker references and README size ok"

@@ -33,7 +33,7 @@ if [[ -n $refs ]]; then
   exit 1
 fi
 
-step "the docs name paths that exist, no issue numbers, a short README"
+step "the docs name paths that exist, no tracker references, a short README"
 scripts/check-docs.sh
 
 step "cargo fmt --check"
