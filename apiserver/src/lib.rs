@@ -23,32 +23,18 @@ use kube_api_rewriter_tls as tls;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
 pub use error::{Error, Result};
 
-/// How often certificate files are re-read even without a change event.
-const CERT_POLL: Duration = Duration::from_secs(60);
-
-/// Certificates follow their files for the life of the process: directory events, and a read
-/// every [`CERT_POLL`].
-fn follow(name: &'static str) -> tls::Follow {
-    tls::Follow {
-        name,
-        poll: CERT_POLL,
-        watch_dirs: true,
-    }
-}
-
 /// Runs the server until `shutdown` completes.
 pub async fn run(flags: flags::Flags, shutdown: impl Future<Output = ()>) -> Result<()> {
     tls::install_default_provider();
     let hop = flags.validate()?;
     let serving = tls::ReloadingCert::load(&flags.tls_cert_file, &flags.tls_private_key_file)?;
-    serving.follow(follow("serving certificate"), std::future::pending())?;
+    serving.follow(tls::Follow::files("serving certificate"), std::future::pending())?;
     let virtapi = match hop {
         flags::Hop::Direct {
             endpoint,
@@ -57,7 +43,10 @@ pub async fn run(flags: flags::Flags, shutdown: impl Future<Output = ()>) -> Res
             key,
         } => {
             let proxy_cert = tls::ReloadingCert::load(&cert, &key)?;
-            proxy_cert.follow(follow("virt-api client certificate"), std::future::pending())?;
+            proxy_cert.follow(
+                tls::Follow::files("virt-api client certificate"),
+                std::future::pending(),
+            )?;
             let client_tls = tls::client_config(&ca, proxy_cert, tls::ALPN_HTTP1)?;
             virtapi::VirtApi::new(endpoint, Some(client_tls), &flags.service_account_user())?
         }

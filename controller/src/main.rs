@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -85,14 +84,8 @@ async fn main() -> anyhow::Result<()> {
             let cert = ReloadingCert::load(cert, key)
                 .map_err(virtualization_controller::Error::Tls)
                 .context("webhook certificate")?;
-            // A Secret volume's `..data` swap is seen by reading the files again every 10 s.
-            let follow = Follow {
-                name: "webhook certificate",
-                poll: Duration::from_secs(10),
-                watch_dirs: false,
-            };
             let reloader = cert
-                .follow(follow, std::future::pending())
+                .follow(Follow::files("webhook certificate"), std::future::pending())
                 .map_err(virtualization_controller::Error::Tls)
                 .context("webhook certificate")?;
             // TLS 1.2 and 1.3, HTTP/1.1, no client certificates (kube-apiserver calls webhooks

@@ -74,6 +74,27 @@ pub struct Follow {
     pub watch_dirs: bool,
 }
 
+impl Follow {
+    /// How often [`Follow::files`] reads the files even without a directory event.
+    pub const POLL: Duration = Duration::from_secs(60);
+
+    /// How the workspace's servers follow their certificates: the directories holding the
+    /// files are watched (a Secret volume's `..data` swap reloads at once), and the files are
+    /// read every [`Follow::POLL`] in case an event is missed.
+    ///
+    /// ```
+    /// let how = kube_api_rewriter_tls::Follow::files("webhook certificate");
+    /// assert!(how.watch_dirs);
+    /// ```
+    pub const fn files(name: &'static str) -> Follow {
+        Follow {
+            name,
+            poll: Follow::POLL,
+            watch_dirs: true,
+        }
+    }
+}
+
 fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, Error> {
     let certs = load_certs(cert)?;
     let key = load_key(key)?;

@@ -7,7 +7,6 @@
 //! with `WEBHOOK_SERVER_NAME` and, as Go does, without verification unless a CA file is given.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_rustls::TlsAcceptor;
 
@@ -15,9 +14,6 @@ use crate::config::WebhookConfig;
 use crate::shutdown::Watch;
 use crate::tls::{self, Follow, ReloadingCert, TlsError};
 use crate::upstream::{Upstream, UpstreamError};
-
-/// How often the certificate files are read even without a change event (safety net).
-const CERT_POLL: Duration = Duration::from_secs(60);
 
 /// The webhook target.
 pub fn upstream(cfg: &WebhookConfig) -> Result<Upstream, UpstreamError> {
@@ -37,12 +33,7 @@ pub fn acceptor(
         return Ok(None);
     };
     let rc = ReloadingCert::load(cert, key)?;
-    let follow = Follow {
-        name: "webhook certificate",
-        poll: CERT_POLL,
-        watch_dirs: true,
-    };
-    rc.follow(follow, shutdown.cancelled())?;
+    rc.follow(Follow::files("webhook certificate"), shutdown.cancelled())?;
     let sc = tls::server_config(Arc::clone(&rc))?;
     Ok(Some((TlsAcceptor::from(Arc::new(sc)), rc)))
 }
