@@ -12,6 +12,8 @@
 
 #[path = "../tests/fake_virt_controller/mod.rs"]
 mod fake_virt_controller;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -90,13 +92,7 @@ fn main() {
         .build()
         .expect("runtime");
     virtualization_controller::install_crypto_provider();
-    let kv_client = {
-        let _guard = rt.enter();
-        let url = format!("http://127.0.0.1:{}", kv_sidecar.port)
-            .parse()
-            .expect("url");
-        kube::Client::try_from(kube::Config::new(url)).expect("client")
-    };
+    let kv_client = support::sidecar_client(&rt, kv_sidecar.port);
     rt.spawn(fake_virt_controller::run(kv_client));
 
     println!("{n} VMs created with one kubectl apply, time until all are Running:");
@@ -134,7 +130,8 @@ fn main() {
         let yaml: String = (0..n)
             .map(|i| {
                 format!(
-                    "---\napiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachine\nmetadata: {{name: vm-{i}, namespace: {ns}}}\nspec: {{runPolicy: AlwaysOn, cpu: {{cores: 1}}, memory: {{size: 256Mi}}}}\n"
+                    "---\n{}",
+                    support::vm_yaml(&ns, &format!("vm-{i}"), "AlwaysOn", "256Mi")
                 )
             })
             .collect();

@@ -12,11 +12,14 @@ pub mod procfs;
 mod proxy_proc;
 pub mod report;
 mod suite;
+pub mod vm;
 
 pub use commands::{WEBSOCKET_UPGRADE, curl, fails, kubectl, kubectl_in, ok, openssl, parse_json};
 pub use control_plane::ControlPlane;
 pub use doubles::{line_channel, spawn_double};
-pub use paths::{crd_fixtures, free_port, kube_bin_dir, kubectl_bin, rewriter_bin, temp_dir, testdata, workspace};
+pub use paths::{
+    crd_fixtures, free_port, kube_bin_dir, kubectl_bin, rewriter_bin, temp_dir, testdata, workspace,
+};
 pub use pki::{make_ca, self_signed_cert, signed_cert};
 // The /proc readers the tests call at the crate root.
 pub use procfs::{TcpSocket, open_sockets, tcp_connections_to, tcp_sockets, tcp_timer, tcp_timers};

@@ -33,6 +33,7 @@ use std::process::ExitCode;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
+use kube_api_rewriter_testkit::panic_message;
 use libtest_mimic::{Arguments, Failed, Trial};
 
 use env::{Env, Mode};
@@ -136,13 +137,6 @@ struct Shared {
 }
 
 static SHARED: Mutex<Shared> = Mutex::new(Shared::new());
-
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_else(|| "(no message)".to_owned())
-}
 
 impl Shared {
     const fn new() -> Shared {

@@ -3,7 +3,6 @@
 //! own sidecar, the webhook's certificate, the controller of the current mode; polling with
 //! deadlines, kubectl shorthands, a VM's manifest and what its status says.
 
-use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -13,6 +12,8 @@ use serde_json::Value;
 
 use crate::controller::{ControllerProc, Mode};
 use crate::fake_virt_controller;
+use crate::support;
+pub use crate::support::vm_yaml;
 
 /// Our VirtualMachines.
 pub const VM: &str = "virtualmachines.virtualization.deckhouse.io";
@@ -113,16 +114,7 @@ impl Env {
             .build()
             .expect("runtime");
         virtualization_controller::install_crypto_provider();
-        let kv_client = {
-            let url = format!("http://127.0.0.1:{}", kv_sidecar.port)
-                .parse()
-                .expect("url");
-            let _guard = rt.enter();
-            let mut config = kube::Config::new(url);
-            // As the controller: no client-side retries of 503s, the watches back off instead.
-            config.default_retry = false;
-            kube::Client::try_from(config).expect("client")
-        };
+        let kv_client = support::sidecar_client(&rt, kv_sidecar.port);
         rt.spawn(fake_virt_controller::run(kv_client));
         eprintln!("--- environment up in {:?}", t.elapsed());
         Env {
@@ -172,7 +164,7 @@ impl Env {
             });
         }));
         if let Err(e) = started {
-            let why = panic_message(e);
+            let why = panic_message(&*e);
             lock(&self.failed_modes).push((mode, why.clone()));
             return Err(format!("the {} controller did not start: {why}", mode.name()));
         }
@@ -315,7 +307,7 @@ impl Lazy {
         slot.get_or_insert_with(|| {
             std::panic::catch_unwind(Env::setup)
                 .map(Arc::new)
-                .map_err(panic_message)
+                .map_err(|e| panic_message(&*e))
         })
         .clone()
         .map_err(|why| format!("the environment did not come up: {why}"))
@@ -330,37 +322,6 @@ impl Lazy {
 /// A lock that a case's panic does not spoil for the cases after it.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What a caught panic said.
-fn panic_message(e: Box<dyn Any + Send>) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_else(|| "panicked".to_owned())
-}
-
-/// A VM's manifest: 1 core at 50%, cloud-init userData, a nodeSelector and a toleration.
-pub fn vm_yaml(ns: &str, name: &str, run_policy: &str, memory: &str) -> String {
-    format!(
-        r#"apiVersion: virtualization.deckhouse.io/v1alpha2
-kind: VirtualMachine
-metadata:
-  name: {name}
-  namespace: {ns}
-  labels: {{app: shop}}
-spec:
-  runPolicy: {run_policy}
-  cpu: {{cores: 1, coreFraction: "50%"}}
-  memory: {{size: {memory}}}
-  provisioning:
-    userData: |
-      #cloud-config
-      hostname: {name}
-  nodeSelector: {{disk: ssd}}
-  tolerations: [{{key: dedicated, operator: Exists, effect: NoSchedule}}]
-"#
-    )
 }
 
 /// A condition of a VM or VMOP: (status, reason, message).

@@ -20,6 +20,8 @@
 
 #[path = "../fake_virt_controller/mod.rs"]
 mod fake_virt_controller;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod class;
 mod controller;

@@ -31,7 +31,7 @@ pub(super) async fn run(
             port,
             "POST",
             &format!("{VMS}/{BIG_NS}/virtualmachines"),
-            Some(("application/json", vm(&format!("big-{i:04}"), &note))),
+            Some(("application/json", vm(BIG_NS, &format!("big-{i:04}"), &note))),
         )
         .await?;
     }

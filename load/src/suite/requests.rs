@@ -4,20 +4,17 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
+use kube_api_rewriter_testkit::vm::Vm;
 
 use super::{NS, VMS};
 use crate::client;
 
-/// A small VirtualMachine (original names) with the annotation `note`.
-pub(super) fn vm(name: &str, note: &str) -> Vec<u8> {
-    serde_json::json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {"name": name, "annotations": {"note": note}},
-        "spec": {"running": false, "template": {"spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}}}}}},
-    })
-    .to_string()
-    .into_bytes()
+/// A small VirtualMachine `ns/name` (original names, the workspace's generator) with the
+/// annotation `note`.
+pub(super) fn vm(ns: &str, name: &str, note: &str) -> Vec<u8> {
+    let mut vm = Vm::new(name, ns).small();
+    vm["metadata"]["annotations"] = serde_json::json!({ "note": note });
+    vm.to_string().into_bytes()
 }
 
 /// A merge patch of the annotations `step` and `note`.
@@ -85,7 +82,7 @@ pub(super) async fn change_all(port: u16, objects: usize, step: usize, create: b
                         port,
                         "POST",
                         &format!("{VMS}/{NS}/virtualmachines"),
-                        Some(("application/json", vm(&name, "0"))),
+                        Some(("application/json", vm(NS, &name, "0"))),
                     )
                     .await?;
                 } else {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::Result;
-use crate::objects::vm;
+use kube_api_rewriter_testkit::vm::Vm;
 
 /// The settings of a run.
 pub(crate) struct Args {
@@ -59,7 +59,7 @@ pub(crate) fn args() -> Result<Args> {
     while let Some(k) = it.next() {
         if k == "--print-vm" {
             // The object the double serves, for checking by hand (`kube-api-rewriter rewrite`).
-            println!("{}", vm("vm-0000001", true));
+            println!("{}", Vm::new("vm-0000001", crate::NS).renamed().stored().json());
             std::process::exit(0);
         }
         if k == "--skip-double" {

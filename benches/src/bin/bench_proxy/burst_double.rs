@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::objects::vm;
 use crate::{GROUP, KIND, RESOURCE, Result};
+use kube_api_rewriter_testkit::vm::Vm;
 
 /// Writes per burst write of part 3's double: many event chunks each, as a busy kube-apiserver
 /// sends them.
@@ -40,7 +40,11 @@ pub(crate) struct Burst {
 
 /// Builds a LIST of `items` VMs and the events of a watch of `events` events.
 pub(crate) fn burst_fixtures(items: usize, events: usize, lone_rounds: usize) -> Burst {
-    let template = vm("vm-XXXXXXX", true).to_string();
+    let template = Vm::new("vm-XXXXXXX", crate::NS)
+        .renamed()
+        .stored()
+        .json()
+        .to_string();
     let mut list = format!(r#"{{"apiVersion":"{GROUP}/v1","items":["#).into_bytes();
     for i in 0..items {
         if i > 0 {

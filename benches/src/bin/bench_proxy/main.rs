@@ -42,7 +42,6 @@ mod client;
 mod figures;
 mod h2;
 mod memory_double;
-mod objects;
 mod part1_apiserver;
 mod part2_memory;
 mod part3_burst;
@@ -52,6 +51,7 @@ mod proxy_child;
 use std::time::Duration;
 
 use kube_api_rewriter_testkit::report::Report;
+use kube_api_rewriter_testkit::vm::{RENAMED_GROUP as GROUP, RENAMED_KIND as KIND};
 
 use crate::figures::loadavg;
 use crate::part1_apiserver::part1;
@@ -61,10 +61,7 @@ use crate::part3_burst::part3;
 type Error = Box<dyn std::error::Error + Send + Sync>;
 type Result<T, E = Error> = std::result::Result<T, E>;
 
-const GROUP: &str = "internal.virtualization.deckhouse.io";
-const KIND: &str = "InternalVirtualizationVirtualMachine";
 const RESOURCE: &str = "internalvirtualizationvirtualmachines";
-const LABEL: &str = "kubevirt.internal.virtualization.deckhouse.io";
 const NS: &str = "default";
 
 fn main() -> Result<()> {

@@ -13,8 +13,8 @@ use http::{Request, Response, StatusCode, header};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::TokioIo;
 
-use crate::objects::{small_vm, vm};
 use crate::{GROUP, KIND, RESOURCE, Result};
+use kube_api_rewriter_testkit::vm::Vm;
 
 /// The double's bodies, built once.
 pub(crate) struct Fixtures {
@@ -28,7 +28,11 @@ pub(crate) struct Fixtures {
 /// Builds a LIST of at least `list_mb` MiB of renamed VMs, a watch of `watch_events` events and
 /// a small object.
 pub(crate) fn fixtures(list_mb: usize, watch_events: usize) -> Fixtures {
-    let template = vm("vm-XXXXXXX", true).to_string();
+    let template = Vm::new("vm-XXXXXXX", crate::NS)
+        .renamed()
+        .stored()
+        .json()
+        .to_string();
     let mut list = format!(r#"{{"apiVersion":"{GROUP}/v1","items":["#).into_bytes();
     let target = list_mb << 20;
     let mut items = 0;
@@ -54,7 +58,13 @@ pub(crate) fn fixtures(list_mb: usize, watch_events: usize) -> Fixtures {
         items,
         events,
         watch_events,
-        small: Bytes::from(small_vm("vm-small")),
+        small: Bytes::from(
+            Vm::new("vm-small", crate::NS)
+                .renamed()
+                .stored()
+                .small()
+                .to_string(),
+        ),
     }
 }
 

@@ -19,9 +19,9 @@ use kube_api_rewriter_testkit::report::Report;
 use crate::args::Args;
 use crate::client::{Counter, H1, count_events, direct, drain, no_renamed};
 use crate::figures::{best, loadavg, mbps, secs};
-use crate::objects::vm;
 use crate::proxy_child::ProxyChild;
 use crate::{GROUP, NS, RESOURCE, Result};
+use kube_api_rewriter_testkit::vm::Vm;
 
 /// Runs part 1 against the kube-apiserver of `kubeconfig`.
 pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Result<()> {
@@ -90,7 +90,12 @@ pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Resu
                 if i >= n {
                     return;
                 }
-                let body = Bytes::from(vm(&format!("bench-vm-{i:05}"), false).to_string());
+                let body = Bytes::from(
+                    Vm::new(&format!("bench-vm-{i:05}"), NS)
+                        .renamed()
+                        .json()
+                        .to_string(),
+                );
                 let ok = match direct(&up, "POST", &path, Some("application/json"), body).await {
                     Ok(r) => {
                         let s = r.status();
