@@ -24,4 +24,4 @@ pub use pki::{make_ca, self_signed_cert, signed_cert};
 // The /proc readers the tests call at the crate root.
 pub use procfs::{TcpSocket, open_sockets, tcp_connections_to, tcp_sockets, tcp_timer, tcp_timers};
 pub use proxy_proc::{ProxyProc, wait_crd_established};
-pub use suite::{Suite, panic_message, run_cases, shared};
+pub use suite::{Suite, panic_message, shared};

@@ -1,24 +1,7 @@
-//! Running end-to-end cases: one after the other in one test, or one shared environment for
-//! the tests of a binary.
+//! Running end-to-end cases that share one environment: a harness of named cases ([`Suite`]),
+//! or one value shared by the tests of a binary that run at the same time ([`shared`]).
 
 use std::time::Instant;
-
-/// Runs named cases one after the other, each isolated from the others' panics; fails at the
-/// end naming every failed case.
-pub fn run_cases(cases: &[(&str, &dyn Fn())]) {
-    let mut failed = Vec::new();
-    for (name, f) in cases {
-        let t = Instant::now();
-        eprintln!("--- case {name}");
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-            failed.push(*name);
-            eprintln!("--- case {name}: FAILED ({:?})", t.elapsed());
-        } else {
-            eprintln!("--- case {name}: ok ({:?})", t.elapsed());
-        }
-    }
-    assert!(failed.is_empty(), "failed cases: {failed:?}");
-}
 
 /// One `T` for the tests of a binary that run at the same time: the first caller makes it, the
 /// others share it, and it is dropped (its processes stopped) when the last of them ends. Each

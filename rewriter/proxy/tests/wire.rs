@@ -1,13 +1,17 @@
 //! On the wire, end to end: gzip from the real kube-apiserver, client certificates to it,
 //! HTTP/2 to an upstream that offers it (an in-process TLS test double with ALPN), and a full
 //! AdmissionReview round trip through the webhook proxy to a TLS webhook test double.
+//!
+//! The two kube-apiserver tests share one control plane and one proxy
+//! (`kube_api_rewriter_testkit::shared`) while they run at the same time; each test runs alone
+//! by name (`cargo test -p kube-api-rewriter-proxy --test wire -- NAME`).
 
 use std::convert::Infallible;
 use std::io::Read as _;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -17,9 +21,12 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube_api_rewriter_proxy::tls::{self, ReloadingCert};
-use kube_api_rewriter_proxy::upstream::Upstream;
 use kube_api_rewriter_testkit::*;
 use tokio_rustls::TlsAcceptor;
+
+#[path = "wire/tls_doubles.rs"]
+mod tls_doubles;
+use tls_doubles::{Seen, seen_now, self_signed, tls_double, tls_double_serving, upstream_for, watch_request};
 
 const INTERNAL: &str = "internal.virtualization.deckhouse.io";
 
@@ -127,18 +134,28 @@ fn client_cert(pki: &Path, out: &Path, name: &str, subject: &str) -> (String, St
     (p(&crt), p(&key))
 }
 
-#[test]
-fn gzip_and_client_certificates_against_kube_apiserver() {
-    let cp = ControlPlane::up_with_apiserver_args(|dir| {
-        format!("--client-ca-file={}", dir.join("pki/ca.crt").display())
-    });
-    let dir = cp.dir.clone();
-    let p = ProxyProc::start(&dir, &[("KUBECONFIG", cp.kubeconfig())]);
-    let direct = cp.get("KUBE_APISERVER_URL").to_owned();
-    let ca = cp.get("KUBE_CA_FILE").to_owned();
-    let admin = format!("Authorization: Bearer {}", cp.get("ADMIN_TOKEN"));
+/// What the two kube-apiserver tests share.
+struct Env {
+    /// The proxy; declared first so it stops before the control plane.
+    p: ProxyProc,
+    cp: ControlPlane,
+    /// kube-apiserver's URL, its CA file and the admin's `Authorization` header.
+    direct: String,
+    ca: String,
+    admin: String,
+}
 
-    let gzip = || {
+/// A control plane that takes client certificates signed by its CA and a proxy in front of it,
+/// with the VM CRD and three VMs in `default` made through the proxy (`gzip_against_kube_apiserver`
+/// lists them, `client_certificates_against_kube_apiserver` reads one): made by the first test
+/// that asks, shared by those running at the same time.
+fn env() -> Arc<Env> {
+    static ENV: Mutex<Weak<Env>> = Mutex::new(Weak::new());
+    shared(&ENV, || {
+        let cp = ControlPlane::up_with_apiserver_args(|dir| {
+            format!("--client-ca-file={}", dir.join("pki/ca.crt").display())
+        });
+        let p = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
         p.apply_vm_crd();
         p.wait_until(Duration::from_secs(20), |p| {
             p.kubectl(&["get", "vm"]).status.success()
@@ -151,189 +168,122 @@ fn gzip_and_client_certificates_against_kube_apiserver() {
             vm_doc("small-b", 10)
         );
         ok(&kubectl_stdin(&p.kubeconfig, &["create", "-f", "-"], &docs));
+        Env {
+            direct: cp.get("KUBE_APISERVER_URL").to_owned(),
+            ca: cp.get("KUBE_CA_FILE").to_owned(),
+            admin: format!("Authorization: Bearer {}", cp.get("ADMIN_TOKEN")),
+            p,
+            cp,
+        }
+    })
+}
 
-        // Upstream really gzips these (otherwise this test proves nothing).
-        let (h, _) = curl_full(
-            &dir,
-            &[
-                "--cacert",
-                &ca,
-                "-H",
-                &admin,
-                "-H",
-                "Accept-Encoding: gzip",
-                &format!(
-                    "{direct}/apis/{INTERNAL}/v1/namespaces/default/internalvirtualizationvirtualmachines"
-                ),
-            ],
-        );
-        assert!(
-            h.contains("content-encoding: gzip"),
-            "upstream did not gzip:\n{h}"
-        );
+#[test]
+fn gzip_against_kube_apiserver() {
+    let e = env();
+    let (p, direct, ca, admin) = (&e.p, &e.direct, &e.ca, &e.admin);
+    // curl's files in a directory of this test's own: the other test may run at the same time.
+    let dir = e.cp.dir.join("gzip");
+    std::fs::create_dir_all(&dir).expect("dir");
+    // Upstream really gzips these (otherwise this test proves nothing).
+    let (h, _) = curl_full(
+        &dir,
+        &[
+            "--cacert",
+            ca,
+            "-H",
+            admin,
+            "-H",
+            "Accept-Encoding: gzip",
+            &format!("{direct}/apis/{INTERNAL}/v1/namespaces/default/internalvirtualizationvirtualmachines"),
+        ],
+    );
+    assert!(
+        h.contains("content-encoding: gzip"),
+        "upstream did not gzip:\n{h}"
+    );
 
-        let check_list = |body: &[u8]| {
-            let v = json(body);
-            assert_eq!(v["kind"], "VirtualMachineList");
-            let items = v["items"].as_array().expect("items");
-            assert_eq!(items.len(), 3, "{v}");
-            for i in items {
-                assert_eq!(i["apiVersion"], "kubevirt.io/v1");
-                assert_eq!(i["kind"], "VirtualMachine");
-                assert!(i["metadata"]["labels"]["kubevirt.io/vm"].is_string(), "{i}");
-                assert!(i["metadata"]["annotations"]["kubevirt.io/pad"].is_string());
-            }
-            assert!(memchr::memmem::find(body, INTERNAL.as_bytes()).is_none());
-        };
-        let list = p.url("/apis/kubevirt.io/v1/namespaces/default/virtualmachines");
-        // A client that accepts gzip gets gzip (a streamed LIST)...
-        let (h, b) = curl_full(&dir, &["-H", "Accept-Encoding: gzip", &list]);
-        assert!(h.starts_with("http/1.1 200"), "{h}");
-        assert!(h.contains("content-encoding: gzip"), "{h}");
-        check_list(&gunzip(&b));
-        // ...and a whole object too.
-        let one = p.url("/apis/kubevirt.io/v1/namespaces/default/virtualmachines/big");
-        let (h, b) = curl_full(&dir, &["-H", "Accept-Encoding: gzip", &one]);
-        assert!(h.contains("content-encoding: gzip"), "{h}");
-        let v = json(&gunzip(&b));
-        assert_eq!(v["kind"], "VirtualMachine");
-        assert_eq!(v["metadata"]["labels"]["kubevirt.io/vm"], "big");
-        // A client that does not gets plain JSON.
-        let (h, b) = curl_full(&dir, &[&list]);
-        assert!(!h.contains("content-encoding"), "{h}");
-        check_list(&b);
-        let (h, b) = curl_full(&dir, &[&one]);
-        assert!(!h.contains("content-encoding"), "{h}");
-        assert_eq!(json(&b)["kind"], "VirtualMachine");
+    let check_list = |body: &[u8]| {
+        let v = json(body);
+        assert_eq!(v["kind"], "VirtualMachineList");
+        let items = v["items"].as_array().expect("items");
+        assert_eq!(items.len(), 3, "{v}");
+        for i in items {
+            assert_eq!(i["apiVersion"], "kubevirt.io/v1");
+            assert_eq!(i["kind"], "VirtualMachine");
+            assert!(i["metadata"]["labels"]["kubevirt.io/vm"].is_string(), "{i}");
+            assert!(i["metadata"]["annotations"]["kubevirt.io/pad"].is_string());
+        }
+        assert!(memchr::memmem::find(body, INTERNAL.as_bytes()).is_none());
     };
+    let list = p.url("/apis/kubevirt.io/v1/namespaces/default/virtualmachines");
+    // A client that accepts gzip gets gzip (a streamed LIST)...
+    let (h, b) = curl_full(&dir, &["-H", "Accept-Encoding: gzip", &list]);
+    assert!(h.starts_with("http/1.1 200"), "{h}");
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    check_list(&gunzip(&b));
+    // ...and a whole object too.
+    let one = p.url("/apis/kubevirt.io/v1/namespaces/default/virtualmachines/big");
+    let (h, b) = curl_full(&dir, &["-H", "Accept-Encoding: gzip", &one]);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    let v = json(&gunzip(&b));
+    assert_eq!(v["kind"], "VirtualMachine");
+    assert_eq!(v["metadata"]["labels"]["kubevirt.io/vm"], "big");
+    // A client that does not gets plain JSON.
+    let (h, b) = curl_full(&dir, &[&list]);
+    assert!(!h.contains("content-encoding"), "{h}");
+    check_list(&b);
+    let (h, b) = curl_full(&dir, &[&one]);
+    assert!(!h.contains("content-encoding"), "{h}");
+    assert_eq!(json(&b)["kind"], "VirtualMachine");
+}
 
-    let client_certificates = || {
-        let pki = dir.join("pki");
-        let certs = dir.join("client-certs");
-        std::fs::create_dir_all(&certs).expect("dir");
-        // admin in system:masters, by file paths.
-        let (crt, key) = client_cert(&pki, &certs, "admin", "/O=system:masters/CN=admin");
-        let kc = dir.join("cert.kubeconfig");
-        std::fs::write(
-            &kc,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {direct}\n    certificate-authority: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate: {crt}\n    client-key: {key}\ncontexts:\n- name: c\n  context: {{cluster: c, user: admin}}\ncurrent-context: c\n"
-            ),
-        )
-        .expect("kubeconfig");
-        let pc = ProxyProc::start(&dir, &[("KUBECONFIG", kc.to_str().expect("utf-8"))]);
-        let out = ok(&pc.kubectl(&["get", "ns", "-o", "name"]));
-        assert!(out.contains("namespace/default"), "{out}");
-        let vms = ok(&pc.kubectl(&["get", "vm", "-o", "name"]));
-        assert!(vms.contains("virtualmachine.kubevirt.io/small-a"), "{vms}");
+#[test]
+fn client_certificates_against_kube_apiserver() {
+    let e = env();
+    let (dir, direct, ca) = (&e.cp.dir, &e.direct, &e.ca);
+    let pki = dir.join("pki");
+    let certs = dir.join("client-certs");
+    std::fs::create_dir_all(&certs).expect("dir");
+    // admin in system:masters, by file paths.
+    let (crt, key) = client_cert(&pki, &certs, "admin", "/O=system:masters/CN=admin");
+    let kc = dir.join("cert.kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {direct}\n    certificate-authority: {ca}\nusers:\n- name: admin\n  user:\n    client-certificate: {crt}\n    client-key: {key}\ncontexts:\n- name: c\n  context: {{cluster: c, user: admin}}\ncurrent-context: c\n"
+        ),
+    )
+    .expect("kubeconfig");
+    let pc = ProxyProc::start(dir, &[("KUBECONFIG", kc.to_str().expect("utf-8"))]);
+    let out = ok(&pc.kubectl(&["get", "ns", "-o", "name"]));
+    assert!(out.contains("namespace/default"), "{out}");
+    let vms = ok(&pc.kubectl(&["get", "vm", "-o", "name"]));
+    assert!(vms.contains("virtualmachine.kubevirt.io/small-a"), "{vms}");
 
-        // A user without groups, inline data: the identity is the certificate's.
-        let (crt, key) = client_cert(&pki, &certs, "cert-user", "/CN=cert-user");
-        let b64 = |p: &str| base64::engine::general_purpose::STANDARD.encode(std::fs::read(p).expect("read"));
-        let kc = dir.join("cert-user.kubeconfig");
-        std::fs::write(
-            &kc,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {direct}\n    certificate-authority: {ca}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n",
-                b64(&crt),
-                b64(&key)
-            ),
-        )
-        .expect("kubeconfig");
-        let pu = ProxyProc::start(&dir, &[("KUBECONFIG", kc.to_str().expect("utf-8"))]);
-        let (h, b) = curl_full(&dir, &[&pu.url("/api/v1/namespaces")]);
-        assert!(h.starts_with("http/1.1 403"), "{h}");
-        let msg = String::from_utf8_lossy(&b);
-        assert!(msg.contains("User \\\"cert-user\\\""), "{msg}");
-        let log = pc.logs() + &pu.logs();
-        assert!(!log.contains("PRIVATE KEY"), "key material in the log");
-    };
-
-    run_cases(&[("gzip", &gzip), ("client_certificates", &client_certificates)]);
+    // A user without groups, inline data: the identity is the certificate's.
+    let (crt, key) = client_cert(&pki, &certs, "cert-user", "/CN=cert-user");
+    let b64 = |p: &str| base64::engine::general_purpose::STANDARD.encode(std::fs::read(p).expect("read"));
+    let kc = dir.join("cert-user.kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {direct}\n    certificate-authority: {ca}\nusers:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n",
+            b64(&crt),
+            b64(&key)
+        ),
+    )
+    .expect("kubeconfig");
+    let pu = ProxyProc::start(dir, &[("KUBECONFIG", kc.to_str().expect("utf-8"))]);
+    let (h, b) = curl_full(dir, &[&pu.url("/api/v1/namespaces")]);
+    assert!(h.starts_with("http/1.1 403"), "{h}");
+    let msg = String::from_utf8_lossy(&b);
+    assert!(msg.contains("User \\\"cert-user\\\""), "{msg}");
+    let log = pc.logs() + &pu.logs();
+    assert!(!log.contains("PRIVATE KEY"), "key material in the log");
 }
 
 // ------------------------------------------------------------------------------------ TLS doubles
-
-/// What a TLS test double saw: HTTP version, path with query, body.
-#[derive(Debug, Clone)]
-struct Seen {
-    version: http::Version,
-    path: String,
-    body: Bytes,
-}
-
-type Handler = fn(&Seen) -> (StatusCode, String);
-
-fn self_signed(dir: &Path, cn: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    std::fs::create_dir_all(dir).expect("dir");
-    let (crt, key) = (dir.join(format!("{cn}.crt")), dir.join(format!("{cn}.key")));
-    self_signed_cert(&crt, &key, cn);
-    (crt, key)
-}
-
-/// An in-process TLS server (HTTP/2 and HTTP/1.1 by ALPN) answering with `handler`.
-fn tls_double(dir: &Path, handler: Handler) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
-    let (addr, seen, _) = tls_double_serving(dir, handler, false);
-    (addr, seen)
-}
-
-/// [`tls_double`], or with `h2_only` one that speaks (and offers by ALPN) only HTTP/2; also
-/// counts the connections it accepted.
-fn tls_double_serving(
-    dir: &Path,
-    handler: Handler,
-    h2_only: bool,
-) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>, Arc<AtomicUsize>) {
-    tls::install_default_provider();
-    let (crt, key) = self_signed(dir, "double");
-    let rc = ReloadingCert::load(&crt, &key).expect("certificate");
-    let protocols: &[&[u8]] = if h2_only {
-        &[b"h2"]
-    } else {
-        kube_api_rewriter_tls::ALPN_H2_HTTP1
-    };
-    let cfg = kube_api_rewriter_tls::server_config(rc, protocols).expect("server config");
-    let acc = TlsAcceptor::from(Arc::new(cfg));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let seen2 = Arc::clone(&seen);
-    let conns = Arc::new(AtomicUsize::new(0));
-    let conns2 = Arc::clone(&conns);
-    let port = spawn_double(move |s| {
-        let (acc, seen, conns) = (acc.clone(), Arc::clone(&seen2), Arc::clone(&conns2));
-        async move {
-            conns.fetch_add(1, Ordering::SeqCst);
-            let Ok(s) = acc.accept(s).await else { return };
-            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let seen = Arc::clone(&seen);
-                async move {
-                    let version = req.version();
-                    let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
-                    let body = req
-                        .into_body()
-                        .collect()
-                        .await
-                        .map(|c| c.to_bytes())
-                        .unwrap_or_default();
-                    let s = Seen { version, path, body };
-                    let (code, text) = handler(&s);
-                    seen.lock().expect("lock").push(s);
-                    let mut r = Response::new(Full::new(Bytes::from(text)));
-                    *r.status_mut() = code;
-                    r.headers_mut()
-                        .insert("content-type", "application/json".parse().expect("hv"));
-                    Ok::<_, Infallible>(r)
-                }
-            });
-            let mut server = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if h2_only {
-                server = server.http2_only();
-            }
-            let _ = server.serve_connection(TokioIo::new(s), svc).await;
-        }
-    });
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    (addr, seen, conns)
-}
 
 fn h2_handler(s: &Seen) -> (StatusCode, String) {
     if s.path.contains("/exec") {
@@ -404,33 +354,6 @@ fn http2_to_an_upstream_that_offers_it() {
     assert_eq!(w.len(), 1, "{seen:?}");
     assert_eq!(w[0].version, http::Version::HTTP_11, "{seen:?}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn seen_now(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
-    seen.lock().expect("lock").clone()
-}
-
-/// A kubeconfig-less [`Upstream`] for the TLS double at `addr` (its certificate not checked),
-/// and a runtime to use it on.
-fn upstream_for(addr: SocketAddr) -> (tokio::runtime::Runtime, Arc<Upstream>) {
-    let mut cfg = kube::Config::new(format!("https://{addr}").parse().expect("url"));
-    cfg.accept_invalid_certs = true;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let up = rt.block_on(async { Arc::new(Upstream::from_kube_config(cfg).expect("upstream")) });
-    (rt, up)
-}
-
-fn watch_request(up: &Upstream, i: usize) -> Request<kube_api_rewriter_layer::Body> {
-    Request::get(
-        up.uri(&format!("/api/v1/namespaces/n{i}/configmaps?watch=1"))
-            .expect("uri"),
-    )
-    .body(kube_api_rewriter_layer::body::empty())
-    .expect("request")
 }
 
 /// The body `h2_handler` answers `/big` with.
