@@ -86,14 +86,8 @@ fn main() {
             panic!("{crd}: {err}");
         }
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    virtualization_controller::install_crypto_provider();
-    let kv_client = support::sidecar_client(&rt, kv_sidecar.port);
-    rt.spawn(fake_virt_controller::run(kv_client));
+    // Kept to the end: dropping the runtime stops the double.
+    let _double = support::start_virt_controller_double(kv_sidecar.port);
 
     println!("{n} VMs created with one kubectl apply, time until all are Running:");
     let mut rep = Report::new(
@@ -114,16 +108,8 @@ fn main() {
             .map_or_else(|| Path::new(cp.kubeconfig()).to_owned(), |s| s.kubeconfig.clone());
         let (mut ctl, health) = start_controller(&cp.dir, &kubeconfig, embedded);
         wait_for("controller ready", Duration::from_secs(120), || {
-            // Connection refused (curl fails) until the controller listens.
-            let out = curl(&[
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                &format!("http://127.0.0.1:{health}/readyz"),
-            ]);
-            out.stdout == b"200"
+            // Connection refused ("000") until the controller listens.
+            http_status(&[&format!("http://127.0.0.1:{health}/readyz")]) == "200"
         });
         let ns = format!("bench-{mode}");
         ok(&cp.kubectl(&["create", "namespace", &ns]));

@@ -18,6 +18,14 @@ pub const WEBSOCKET_UPGRADE: [&str; 8] = [
     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
 ];
 
+/// The HTTP status code of a curl request (`-s -o /dev/null -w %{http_code}` before `args`):
+/// `"000"` when no answer came (refused, reset, timed out).
+pub fn http_status(args: &[&str]) -> String {
+    let mut all = vec!["-s", "-o", "/dev/null", "-w", "%{http_code}"];
+    all.extend_from_slice(args);
+    String::from_utf8_lossy(&curl(&all).stdout).into_owned()
+}
+
 pub fn curl(args: &[&str]) -> Output {
     Command::new("curl")
         .args(args)

@@ -14,7 +14,9 @@ pub mod report;
 mod suite;
 pub mod vm;
 
-pub use commands::{WEBSOCKET_UPGRADE, curl, fails, kubectl, kubectl_in, ok, openssl, parse_json};
+pub use commands::{
+    WEBSOCKET_UPGRADE, curl, fails, http_status, kubectl, kubectl_in, ok, openssl, parse_json,
+};
 pub use control_plane::ControlPlane;
 pub use doubles::{line_channel, spawn_double};
 pub use paths::{

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{crd_fixtures, curl, free_port, kubectl, ok, rewriter_bin};
+use crate::{crd_fixtures, free_port, http_status, kubectl, ok, rewriter_bin};
 
 /// A proxy child process; killed on drop.
 pub struct ProxyProc {
@@ -62,7 +62,7 @@ impl ProxyProc {
             kubeconfig,
         };
         p.wait_until(Duration::from_secs(20), |p| {
-            curl(&["-s", "-o", "/dev/null", "-w", "%{http_code}", &p.mon("/healthz")]).stdout == b"200"
+            http_status(&[&p.mon("/healthz")]) == "200"
         });
         p
     }
@@ -77,14 +77,7 @@ impl ProxyProc {
 
     /// The HTTP status code of the monitoring listener's `/readyz`.
     pub fn readyz(&self) -> String {
-        ok(&curl(&[
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &self.mon("/readyz"),
-        ]))
+        http_status(&[&self.mon("/readyz")])
     }
 
     /// Applies KubeVirt's VirtualMachine CRD (original names) through the proxy.

@@ -132,16 +132,7 @@ impl Vm {
     pub fn json(&self) -> Value {
         let mut rng = Rng::new(self.seed);
         let (name, ns) = (self.name.as_str(), self.namespace.as_str());
-        let p = if self.renamed {
-            RENAMED_PREFIX
-        } else {
-            "kubevirt.io"
-        };
-        let (group, kind) = if self.renamed {
-            (RENAMED_GROUP, RENAMED_KIND)
-        } else {
-            ("kubevirt.io", "VirtualMachine")
-        };
+        let (group, kind, p) = self.names();
         let managed_by = if self.renamed {
             "virt-operator-internal-virtualization"
         } else {
@@ -240,6 +231,15 @@ impl Vm {
         vm
     }
 
+    /// The API group, kind and label prefix of this form.
+    fn names(&self) -> (&'static str, &'static str, &'static str) {
+        if self.renamed {
+            (RENAMED_GROUP, RENAMED_KIND, RENAMED_PREFIX)
+        } else {
+            ("kubevirt.io", "VirtualMachine", "kubevirt.io")
+        }
+    }
+
     /// The object as compact JSON, as kube-apiserver writes it.
     pub fn bytes(&self) -> Vec<u8> {
         serde_json::to_vec(&self.json()).expect("a Value serializes")
@@ -248,16 +248,7 @@ impl Vm {
     /// A minimal VM of the same name and names (about 400 bytes; 600 stored): for latency runs
     /// and tests that need many objects, not a realistic one.
     pub fn small(&self) -> Value {
-        let p = if self.renamed {
-            RENAMED_PREFIX
-        } else {
-            "kubevirt.io"
-        };
-        let (group, kind) = if self.renamed {
-            (RENAMED_GROUP, RENAMED_KIND)
-        } else {
-            ("kubevirt.io", "VirtualMachine")
-        };
+        let (group, kind, p) = self.names();
         let mut vm = json!({
             "apiVersion": format!("{group}/v1"), "kind": kind,
             "metadata": {"name": self.name, "namespace": self.namespace, "labels": {format!("{p}/vm"): self.name, "app": "bench"}},

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kube_api_rewriter_testkit::{curl, free_port};
+use kube_api_rewriter_testkit::{free_port, http_status};
 use serde_json::Value;
 
 use crate::env::Env;
@@ -82,15 +82,7 @@ impl ControllerProc {
     /// The status code of a GET, `000` when nothing answers (yet): curl then exits non-zero
     /// but still prints the code, which readiness waits retry on.
     pub fn get(&self, port: u16, path: &str) -> String {
-        let o = curl(&[
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &format!("http://127.0.0.1:{port}{path}"),
-        ]);
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        http_status(&[&format!("http://127.0.0.1:{port}{path}")])
     }
 
     /// Whether the process has not exited.

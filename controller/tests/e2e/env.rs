@@ -108,14 +108,7 @@ impl Env {
             &ca_crt,
             &ca_key,
         );
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        virtualization_controller::install_crypto_provider();
-        let kv_client = support::sidecar_client(&rt, kv_sidecar.port);
-        rt.spawn(fake_virt_controller::run(kv_client));
+        let rt = support::start_virt_controller_double(kv_sidecar.port);
         eprintln!("--- environment up in {:?}", t.elapsed());
         Env {
             cp,

@@ -73,17 +73,6 @@ pub fn apiserver_restart(env: &Env) {
     eprintln!("reconciled after the restart in {:?}", t.elapsed());
     assert!(env.ctl().alive(), "controller exited");
     for p in [&env.sidecar, &env.kv_sidecar] {
-        assert_eq!(
-            ok(&curl(&[
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                &p.mon("/healthz")
-            ])),
-            "200",
-            "a sidecar stopped"
-        );
+        assert_eq!(http_status(&[&p.mon("/healthz")]), "200", "a sidecar stopped");
     }
 }

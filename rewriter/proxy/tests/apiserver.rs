@@ -432,16 +432,7 @@ fn token_file(e: &Env) {
     );
     std::fs::write(&kc, text).expect("kubeconfig");
     let q = ProxyProc::start(&e.dir, &[("KUBECONFIG", kc.to_str().expect("utf-8"))]);
-    let code = |q: &ProxyProc| {
-        ok(&curl(&[
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &q.url("/api/v1/namespaces"),
-        ]))
-    };
+    let code = |q: &ProxyProc| http_status(&[&q.url("/api/v1/namespaces")]);
     assert_eq!(code(&q), "200");
     // A rotated token is picked up without a restart.
     std::fs::write(&tok, "not-a-token").expect("token");

@@ -238,18 +238,13 @@ fn the_webhook_listener_can_be_limited_to_the_rule_paths() {
     let dir = temp_dir("conn-webhook");
     let target = format!("http://127.0.0.1:{}", webhook_double());
     let post = |port: u16, path: &str| {
-        ok(&curl(&[
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
+        http_status(&[
             "-H",
             "Content-Type: application/json",
             "--data-binary",
             "{}",
             &format!("http://127.0.0.1:{port}{path}"),
-        ]))
+        ])
     };
     let start = |only: &str| {
         let port = free_port();

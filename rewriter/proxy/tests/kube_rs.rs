@@ -400,14 +400,7 @@ async fn scenario(cp: &ControlPlane, p: &ProxyProc) {
         "proxy exited"
     );
     assert_eq!(
-        tokio::task::block_in_place(|| ok(&curl(&[
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &p.mon("/healthz")
-        ]))),
+        tokio::task::block_in_place(|| http_status(&[&p.mon("/healthz")])),
         "200"
     );
     watcher_task.abort();

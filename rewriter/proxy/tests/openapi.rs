@@ -314,16 +314,7 @@ fn reload(e: &Env) {
             ("RULES_PATH", rules_path.to_str().expect("utf-8")),
         ],
     );
-    let code = |path: &str| {
-        ok(&curl(&[
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &q.url(path),
-        ]))
-    };
+    let code = |path: &str| http_status(&[&q.url(path)]);
     let readyz = |query: &str| ok(&curl(&["-s", &q.mon(&format!("/readyz{query}"))]));
     let etag = || {
         let h = ok(&curl(&[
