@@ -12,6 +12,8 @@
 #   tool_ldflags VERSION    (function, optional) extra -ldflags, e.g. version stamps
 #   tool_wrapper VERSION D  (function, optional) writes go.mod for another VERSION into D;
 #                           without it only TOOL_VERSION can be built
+#   tool_postbuild VERSION D (function, optional) adds files beside the binaries in D (data
+#                           from the tool's own module, for example), run in the wrapper
 #
 # Binaries go to $CACHE/bin/TOOL/VERSION-HASH/, where HASH covers the wrapper's files and the Go
 # version: a build happens once per version, and again only when the wrapper changes. One
@@ -154,6 +156,9 @@ for pair in $TOOL_BINARIES; do
     || go_fail "go build $pkg" "$LOG"
   log "  $name: $(( SECONDS - t )) s"
 done
+if declare -F tool_postbuild >/dev/null; then
+  (cd "$SRC" && tool_postbuild "$VERSION" "$OUT.tmp") >>"$LOG" 2>&1 || go_fail "$TOOL's tool_postbuild" "$LOG"
+fi
 mv "$LOG" "$OUT.tmp/.build.log"
 touch "$OUT.tmp/.complete"
 rm -rf "$OUT"
