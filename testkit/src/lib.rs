@@ -6,6 +6,7 @@
 mod commands;
 mod control_plane;
 mod doubles;
+mod kubevirt;
 mod paths;
 mod pki;
 pub mod procfs;
@@ -19,6 +20,7 @@ pub use commands::{
 };
 pub use control_plane::ControlPlane;
 pub use doubles::{line_channel, spawn_double};
+pub use kubevirt::KubeVirt;
 pub use paths::{
     crd_fixtures, free_port, kube_bin_dir, kubectl_bin, rewriter_bin, temp_dir, testdata, workspace,
 };
