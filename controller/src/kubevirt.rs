@@ -244,12 +244,18 @@ pub fn template_spec(spec: &VirtualMachineSpec, deps: &Dependencies) -> Value {
 }
 
 /// Whether every member of `want` is in `have` with the same value (objects compared member by
-/// member, everything else by equality): a running instance carries at least what was rendered.
+/// member, arrays element by element, strings as quantities where both are one, everything else
+/// by equality): a running instance carries at least what was rendered, in KubeVirt's spelling.
 pub fn contains(have: &Value, want: &Value) -> bool {
     match (have, want) {
         (Value::Object(h), Value::Object(w)) => w
             .iter()
             .all(|(k, wv)| h.get(k).is_some_and(|hv| contains(hv, wv))),
+        (Value::Array(h), Value::Array(w)) => {
+            h.len() == w.len() && h.iter().zip(w).all(|(hv, wv)| contains(hv, wv))
+        }
+        // A quantity KubeVirt copied in Go's canonical form (`1000m` as `1`).
+        (Value::String(h), Value::String(w)) => crate::quantity::same(h, w),
         _ => have == want,
     }
 }

@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod health;
 pub mod kubevirt;
 pub mod metrics;
+mod quantity;
 pub mod reconcile;
 pub mod resources;
 pub mod webhook;

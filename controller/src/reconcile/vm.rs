@@ -340,10 +340,52 @@ async fn delete(vm: &VirtualMachine, api: &Api<VirtualMachine>, kv: &KubeVirt) -
     Ok(Action::await_change())
 }
 
+/// Fields virt-controller writes into a KubeVirt VM's spec and keeps there: the firmware UUID it
+/// persists so the guest sees the same machine on every start, and the template's
+/// `creationTimestamp: null` that Go clients write. Rendering leaves them out, so they are
+/// carried over from the stored VM, or every reconcile would remove them and virt-controller put
+/// them back, without end.
+const KUBEVIRT_FIELDS: [&[&str]; 2] = [
+    &["template", "spec", "domain", "firmware", "uuid"],
+    &["template", "metadata", "creationTimestamp"],
+];
+
+/// Copies [`KUBEVIRT_FIELDS`] the stored spec has and the desired one lacks.
+fn keep_kubevirt_fields(stored: &Value, desired: &mut Value) {
+    for path in KUBEVIRT_FIELDS {
+        let Some((last, parents)) = path.split_last() else {
+            continue;
+        };
+        let Some(v) = parents
+            .iter()
+            .try_fold(stored, |v, k| v.get(k))
+            .and_then(|p| p.get(last))
+        else {
+            continue;
+        };
+        let mut at = &mut *desired;
+        for k in parents {
+            if !at.is_object() {
+                break;
+            }
+            at = at
+                .as_object_mut()
+                .expect("an object")
+                .entry(k.to_string())
+                .or_insert_with(|| Value::Object(Default::default()));
+        }
+        if let Some(o) = at.as_object_mut() {
+            o.entry(last.to_string()).or_insert_with(|| v.clone());
+        }
+    }
+}
+
 /// The KubeVirt VM to write when `existing` differs from `desired`: `existing` (its
 /// `resourceVersion`, finalizers, annotations and status kept) with the rendered spec, labels and
 /// ownerReference. Hand edits of the spec or of those labels are put back.
 fn update(existing: &DynamicObject, desired: &Value) -> Option<DynamicObject> {
+    let mut desired = desired.clone();
+    keep_kubevirt_fields(&existing.data["spec"], &mut desired["spec"]);
     let labels = existing.labels();
     let want_labels = desired["metadata"]["labels"].as_object()?;
     let labels_ok = want_labels
@@ -389,4 +431,44 @@ async fn write_status(
     api.replace_status(&vm.name_any(), &PostParams::default(), &obj)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn what_virt_controller_persists_is_kept_and_the_rest_is_ours() {
+        let stored: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "a", "labels": {"x": "1"}, "ownerReferences": [{"apiVersion": "v", "kind": "K", "name": "a", "uid": "u1", "controller": true}]},
+            "spec": {"runStrategy": "Always", "template": {"metadata": {"creationTimestamp": null},
+                "spec": {"domain": {"cpu": {"cores": 1}, "firmware": {"uuid": "f-1"}}}}},
+        }))
+        .expect("object");
+        let desired = json!({
+            "metadata": {"labels": {"x": "1"}, "ownerReferences": [{"uid": "u1"}]},
+            "spec": {"runStrategy": "Always", "template": {"spec": {"domain": {"cpu": {"cores": 1}}}}},
+        });
+        assert!(
+            update(&stored, &desired).is_none(),
+            "only virt-controller's fields differ"
+        );
+        let mut more = desired.clone();
+        more["spec"]["template"]["spec"]["domain"]["cpu"]["cores"] = json!(2);
+        let updated = update(&stored, &more).expect("a change of ours");
+        let d = &updated.data["spec"]["template"]["spec"]["domain"];
+        assert_eq!(d["cpu"]["cores"], 2);
+        assert_eq!(d["firmware"]["uuid"], "f-1", "the firmware UUID is kept");
+        // A firmware UUID of our own wins.
+        let mut own = desired;
+        own["spec"]["template"]["spec"]["domain"]["firmware"] = json!({"uuid": "mine"});
+        let updated = update(&stored, &own).expect("a change of ours");
+        assert_eq!(
+            updated.data["spec"]["template"]["spec"]["domain"]["firmware"]["uuid"],
+            "mine"
+        );
+    }
 }
