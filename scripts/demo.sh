@@ -2,12 +2,14 @@
 # The whole system on an embedded control plane: a local etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler (127.0.0.1 only) and, around it,
 #   - virtualization-controller behind its kube-api-rewriter sidecar (KubeVirt's names renamed),
-#   - a FAKE virt-controller (test double) behind its own rewriter sidecar,
+#   - KubeVirt's own virt-controller behind its own rewriter sidecar, on Nodes kwok simulates
+#     (scripts/kubevirt.sh), with a virt-handler double starting the instances (no hypervisor),
 #   - virtualization-api registered with the aggregator, reaching a FAKE virt-api (test double)
 #     through its rewriter sidecar (rules/virtualization-api.yaml: mutual TLS, its identity).
 # A VirtualMachine is applied with kubectl and shown Running; its serial console is opened
 # through kube-apiserver (typed into, the echo read back); it is frozen and unfrozen; then what
-# each hop saw is printed. No KubeVirt runs here: the two fakes stand in for it (said on screen).
+# each hop saw is printed. Simulated, and said on screen: the Nodes and Pods (kwok), virt-handler
+# and virt-api (test doubles).
 #
 # Usage: scripts/demo.sh            run the demo (stops everything at the end unless KEEP=1)
 #        scripts/demo.sh stop       stop what a KEEP=1 run left
@@ -16,13 +18,13 @@
 #   KEEP=1        leave everything running at the end ($DEMO_DIR/demo.env describes it)
 #   DEMO_PROFILE  debug (default) or release
 #   CARGO_BUILD_JOBS  parallel build jobs (default 2)
-# On a fresh machine the first run builds Kubernetes and etcd from Go modules once
-# (scripts/go-build.sh, cached under ~/.cache/kube-api-rewriter), then the binaries with cargo.
+# On a fresh machine the first run builds Kubernetes, etcd, KubeVirt and kwok from Go modules once
+# (scripts/go-build.sh, cached under ~/.cache/kube-api-rewriter; about 13 minutes on 2 cores,
+# KubeVirt and kwok 7 of them), then the binaries with cargo.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${DEMO_DIR:-/tmp/kube-api-rewriter-demo}
-CRDS=$ROOT/testdata/kubevirt-crds/original
 CP=$ROOT/scripts/control-plane.sh
 PROFILE=${DEMO_PROFILE:-debug}
 JOBS=${CARGO_BUILD_JOBS:-2}
@@ -60,6 +62,7 @@ stop_all() {
     while read -r pid; do kill -KILL "$pid" 2>/dev/null || true; done <"$DIR/pids"
     rm -f "$DIR/pids"
   fi
+  if [[ -d $DIR/kubevirt ]]; then "$ROOT/scripts/kubevirt.sh" down "$DIR" >/dev/null 2>&1 || true; fi
   if [[ -f $DIR/state ]]; then "$CP" down "$DIR" >/dev/null 2>&1 || true; fi
 }
 
@@ -86,14 +89,14 @@ trap cleanup EXIT
 
 "$ROOT/scripts/test-tools.sh"
 
-say "building the rewriter, virtualization-controller, virtualization-api and the two fakes ($PROFILE)"
+say "building the rewriter, virtualization-controller, virtualization-api and the doubles ($PROFILE)"
 rel=()
 [[ $PROFILE == release ]] && rel=(--release)
 cargo build -q -j"$JOBS" "${rel[@]}" --manifest-path "$ROOT/Cargo.toml" \
   -p kube-api-rewriter-proxy --bin kube-api-rewriter \
   -p virtualization-api --bin virtualization-api --example fake_virt_api --example vm_stream
 cargo build -q -j"$JOBS" "${rel[@]}" --manifest-path "$ROOT/Cargo.toml" \
-  -p virtualization-controller --bin virtualization-controller --example fake_virt_controller
+  -p virtualization-controller --bin virtualization-controller --example virt_handler_double
 TARGET=$(cargo metadata -q --format-version 1 --no-deps --manifest-path "$ROOT/Cargo.toml" |
   sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 BIN=$TARGET/$PROFILE
@@ -146,14 +149,14 @@ current-context: p
 EOF
 }
 
-say "KubeVirt's side: its CRDs go in through a rewriter, so kube-apiserver stores them renamed"
-note "(no KubeVirt runs here: a FAKE virt-controller and a FAKE virt-api, test doubles, stand in for it)"
-rewriter kubevirt "$ADMIN_KUBECONFIG"
-kv() { KUBECONFIG=$DIR/kubevirt.kubeconfig kubectl "$@"; }
-for f in virtualmachines virtualmachineinstances; do kv apply -f "$CRDS/$f.yaml" >/dev/null; done
-for _ in $(seq 150); do kv get vmi >/dev/null 2>&1 && kv get vm >/dev/null 2>&1 && break; sleep 0.2; done
-run fake-virt-controller "$EX/fake_virt_controller" "http://127.0.0.1:$kubevirt_PORT"
-note "fake virt-controller -> rewriter :$kubevirt_PORT -> kube-apiserver"
+say "KubeVirt: its CRDs through a rewriter (stored renamed), virt-controller behind its own"
+note "(simulated: kwok's Nodes and Pods, a virt-handler double and, below, a FAKE virt-api)"
+KUBE_API_REWRITER_BIN=$BIN/kube-api-rewriter "$ROOT/scripts/kubevirt.sh" up "$DIR" 2>&1 | sed 's/^/   /'
+# shellcheck source=/dev/null
+source "$DIR/kubevirt/env"
+kv() { KUBECONFIG=$KV_KUBECONFIG kubectl "$@"; }
+run virt-handler-double "$EX/virt_handler_double" "http://127.0.0.1:$ADMIN_SIDECAR_PORT"
+note "virt-controller $KUBEVIRT_VERSION -> rewriter :$VIRT_CONTROLLER_SIDECAR_PORT -> kube-apiserver; Nodes $KUBEVIRT_NODES (kwok)"
 
 say "virtualization-controller behind its rewriter sidecar"
 k apply -f "$ROOT/controller/crds" >/dev/null
@@ -258,8 +261,8 @@ for _ in $(seq 300); do
   sleep 0.2
 done
 k -n demo get $VM demo-vm
-note "what the FAKE virt-controller sees, through its rewriter (KubeVirt's names):"
-kv -n demo get vm,vmi 2>&1 | sed 's/^/   /'
+note "what virt-controller sees, through its rewriter (KubeVirt's names):"
+kv -n demo get vm,vmi,pods -o wide 2>&1 | sed 's/^/   /'
 note "what kube-apiserver stores (renamed):"
 k -n demo get internalvirtualizationvirtualmachineinstances.internal.virtualization.deckhouse.io 2>&1 | sed 's/^/   /'
 [[ $(k -n demo get $VM demo-vm -o 'jsonpath={.status.phase}') == Running ]]

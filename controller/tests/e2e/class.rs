@@ -22,6 +22,11 @@ pub fn class(env: &Env) {
     assert!(message.contains(&class), "{vm}");
     assert!(env.get(UP_KVVM, ns, "c").is_none(), "rendered without its class");
 
+    // The class selects Nodes the VM's own selector does not: node-b becomes one for the case.
+    let node = KUBEVIRT_NODES[1];
+    ok(&env
+        .cp
+        .kubectl(&["label", "--overwrite", "node", node, "disk=nvme", "zone=a"]));
     env.apply(&format!(
         r#"apiVersion: virtualization.deckhouse.io/v1alpha2
 kind: VirtualMachineClass
@@ -32,9 +37,13 @@ spec:
   tolerations: [{{key: gold, operator: Exists, effect: NoSchedule}}]
 "#
     ));
-    env.wait_vm(ns, "c", "Running with its class", |vm| {
+    let vm = env.wait_vm(ns, "c", "Running with its class", |vm| {
         running(vm) && cond_is(vm, "ClassReady", "True")
     });
+    assert_eq!(
+        vm["status"]["nodeName"], node,
+        "scheduled where the class selects: {vm}"
+    );
     let up = env.get(UP_KVVM, ns, "c").expect("KubeVirt VM");
     let t = &up["spec"]["template"]["spec"];
     // The VM's own `disk: ssd` is overridden by the class; `zone` comes from the class.
@@ -60,4 +69,7 @@ spec:
         Some(_) => Err("VM still there".to_owned()),
     });
     ok(&env.cp.kubectl(&["delete", VMC, &class]));
+    ok(&env
+        .cp
+        .kubectl(&["label", "--overwrite", "node", node, "disk=ssd", "zone-"]));
 }

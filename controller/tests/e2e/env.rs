@@ -1,7 +1,8 @@
-//! The environment the cases share, and the helpers they use: the control plane with KubeVirt's
-//! CRDs (stored renamed) and ours, the controller's sidecar, the fake virt-controller behind its
-//! own sidecar, the webhook's certificate, the controller of the current mode; polling with
-//! deadlines, kubectl shorthands, a VM's manifest and what its status says.
+//! The environment the cases share, and the helpers they use: the control plane, real KubeVirt
+//! (`scripts/kubevirt.sh`: its CRDs stored renamed, virt-controller behind its own sidecar, kwok's
+//! Nodes), our CRDs, the controller's sidecar, the virt-handler double, the webhook's
+//! certificate, the controller of the current mode; polling with deadlines, kubectl shorthands, a
+//! VM's manifest and what its status says.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -11,9 +12,9 @@ use kube_api_rewriter_testkit::*;
 use serde_json::Value;
 
 use crate::controller::{ControllerProc, Mode};
-use crate::fake_virt_controller;
 use crate::support;
 pub use crate::support::vm_yaml;
+use crate::virt_handler_double;
 
 /// Our VirtualMachines.
 pub const VM: &str = "virtualmachines.virtualization.deckhouse.io";
@@ -33,21 +34,24 @@ pub const UP_NAME_LABEL: &str = "vm.kubevirt.internal.virtualization.deckhouse.i
 /// loaded machine does not fail the test.
 const WAIT: Duration = Duration::from_secs(90);
 
-/// What the cases of a run share.
+/// What the cases of a run share; dropped in the order of its fields.
 pub struct Env {
-    /// etcd, kube-apiserver and the rest of the control plane.
-    pub cp: ControlPlane,
-    /// The controller's sidecar.
-    pub sidecar: ProxyProc,
-    /// The fake virt-controller's sidecar.
-    pub kv_sidecar: ProxyProc,
     /// The controller under test: none before the first case of a mode, replaced when the mode
     /// changes.
     ctl: Mutex<Option<ControllerProc>>,
+    /// The controller's sidecar.
+    pub sidecar: ProxyProc,
+    /// A sidecar with admin's credentials that the virt-handler double and the cases use to
+    /// read KubeVirt's objects with their original names.
+    pub kv_sidecar: ProxyProc,
+    /// Real KubeVirt: virt-controller behind its sidecar, kwok's Nodes.
+    pub kubevirt: KubeVirt,
+    /// etcd, kube-apiserver and the rest of the control plane.
+    pub cp: ControlPlane,
     mode: Mutex<Mode>,
     /// The modes whose controller did not start, with why.
     failed_modes: Mutex<Vec<(Mode, String)>>,
-    /// Runs the fake virt-controller, and the cases' own kube-rs clients.
+    /// Runs the virt-handler double, and the cases' own kube-rs clients.
     pub rt: tokio::runtime::Runtime,
 }
 
@@ -69,25 +73,15 @@ impl std::ops::DerefMut for Ctl<'_> {
 }
 
 impl Env {
-    /// Starts the control plane, applies the CRDs, starts both sidecars and the fake
-    /// virt-controller, and makes the webhook's certificate. No controller yet: see
+    /// Starts the control plane and KubeVirt, applies our CRDs, starts both sidecars and the
+    /// virt-handler double, and makes the webhook's certificate. No controller yet: see
     /// [`Env::enter`].
     fn setup() -> Env {
         let t = Instant::now();
         let cp = ControlPlane::up();
         // KubeVirt's CRDs go in through a rewriter, so kube-apiserver stores them renamed.
+        let kubevirt = KubeVirt::up(&cp, &["disk=ssd"]);
         let kv_sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
-        kv_sidecar.apply_vm_crd();
-        let vmi_crd = crd_fixtures().join("original/virtualmachineinstances.yaml");
-        ok(&kv_sidecar.kubectl(&["apply", "-f", vmi_crd.to_str().expect("utf-8")]));
-        for crd in [
-            "virtualmachines.kubevirt.io",
-            "virtualmachineinstances.kubevirt.io",
-        ] {
-            if let Some(err) = wait_crd_established(&kv_sidecar, crd) {
-                panic!("{crd}: {err}");
-            }
-        }
         // Ours are not renamed: straight to kube-apiserver, as a cluster admin would.
         let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
         ok(&cp.kubectl(&["apply", "-f", crds.to_str().expect("utf-8")]));
@@ -108,13 +102,18 @@ impl Env {
             &ca_crt,
             &ca_key,
         );
-        let rt = support::start_virt_controller_double(kv_sidecar.port);
+        let rt = support::runtime();
+        rt.spawn(virt_handler_double::run(support::sidecar_client(
+            &rt,
+            kv_sidecar.port,
+        )));
         eprintln!("--- environment up in {:?}", t.elapsed());
         Env {
-            cp,
+            ctl: Mutex::new(None),
             sidecar,
             kv_sidecar,
-            ctl: Mutex::new(None),
+            kubevirt,
+            cp,
             mode: Mutex::new(Mode::Sidecar),
             failed_modes: Mutex::new(Vec::new()),
             rt,
@@ -196,11 +195,14 @@ impl Env {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let logs = self.logs();
-        let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+        let tail = |logs: String, n: usize| logs.lines().rev().take(n).collect::<Vec<_>>().join("\n");
+        let (vc, vc_sidecar) = self.kubevirt.logs();
         panic!(
-            "{what}: not within {WAIT:?}; last: {last}\ncontroller log (newest first):\n{}",
-            tail.join("\n")
+            "{what}: not within {WAIT:?}; last: {last}\ncontroller log (newest first):\n{}\n\
+             virt-controller log (newest first):\n{}\nvirt-controller's sidecar (newest first):\n{}",
+            tail(self.logs(), 60),
+            tail(vc, 30),
+            tail(vc_sidecar, 20),
         );
     }
 
@@ -344,8 +346,13 @@ pub fn running(vm: &Value) -> bool {
     phase_is(vm, "Running")
         && cond_is(vm, "Running", "True")
         && cond_is(vm, "ConfigurationApplied", "True")
-        && vm["status"]["nodeName"] == fake_virt_controller::NODE
+        && vm["status"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| KUBEVIRT_NODES.contains(&n))
 }
+
+/// kwok's Nodes (`scripts/kubevirt.sh`), where virt-launcher Pods run.
+pub const KUBEVIRT_NODES: [&str; 2] = ["node-a", "node-b"];
 
 /// Stopped, in the current generation, on no node.
 pub fn stopped(vm: &Value) -> bool {

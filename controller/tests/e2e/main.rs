@@ -1,9 +1,10 @@
 //! The virtualization-controller end to end, on the real local control plane
 //! (`scripts/control-plane.sh`), in both rewriter modes: the `virtualization-controller` binary
 //! behind its own `kube-api-rewriter` sidecar, and the binary with the rewriter's Layer embedded
-//! in its client (`--embedded-rewriter`, talking to kube-apiserver directly). The fake
-//! virt-controller (test double, see `../fake_virt_controller/`) runs behind another sidecar
-//! throughout. Users' objects are written with kubectl straight to kube-apiserver; what KubeVirt
+//! in its client (`--embedded-rewriter`, talking to kube-apiserver directly). Real KubeVirt
+//! runs throughout (`scripts/kubevirt.sh`): virt-controller behind a sidecar of its own, kwok's
+//! Nodes running the virt-launcher Pods, and a virt-handler double (`../virt_handler_double/`)
+//! starting and stopping the instances, since virt-handler needs a hypervisor. Users' objects are written with kubectl straight to kube-apiserver; what KubeVirt
 //! objects became is checked straight against kube-apiserver, where they exist only under
 //! `internal.virtualization.deckhouse.io` names.
 //!
@@ -12,16 +13,16 @@
 //! `cargo test -p virtualization-controller --test e2e -- NAME` runs one case (`--exact` where
 //! a name is part of another, as `operations` is of `bad_operations`) and a failure names it.
 //! `--list` and a filter that matches nothing start no process: the environment (control plane,
-//! CRDs, both sidecars, the fake virt-controller) is made by the first trial that runs and shared
+//! KubeVirt, both sidecars, the virt-handler double) is made by the first trial that runs and shared
 //! by the others, and a mode's controller is started by the first trial of that mode (and stopped
 //! when the other mode's first trial comes). Trials run one at a time, in the order of [`CASES`]
 //! (all of the sidecar mode, then all of the embedded mode, then the manifests), each case in
 //! namespaces of its own (suffixed with the mode), polling with deadlines.
 
-#[path = "../fake_virt_controller/mod.rs"]
-mod fake_virt_controller;
 #[path = "../support/mod.rs"]
 mod support;
+#[path = "../virt_handler_double/mod.rs"]
+mod virt_handler_double;
 
 mod class;
 mod controller;

@@ -6,7 +6,6 @@ use kube_api_rewriter_testkit::*;
 use serde_json::json;
 
 use crate::env::*;
-use crate::fake_virt_controller;
 
 /// KubeVirt's finalizer on VMs as kube-apiserver stores it.
 const UP_KV_FINALIZER: &str =
@@ -28,11 +27,13 @@ pub fn lifecycle(env: &Env) {
         "{vm}"
     );
     let uid = vm["metadata"]["uid"].clone();
+    // One of kwok's Nodes, where the scheduler put the virt-launcher Pod.
+    let node = vm["status"]["nodeName"].as_str().unwrap_or_default().to_owned();
     // The phase metric: one series per phase, 1 for Running.
     let want = format!(
         r#"d8_virtualization_virtualmachine_status_phase{{name="web",namespace="{ns}",uid="{}",node="{}",phase="Running"}} 1"#,
         uid.as_str().unwrap_or_default(),
-        fake_virt_controller::NODE
+        node
     );
     env.wait("phase metric", || {
         let body = env.metrics();
@@ -120,14 +121,10 @@ pub fn lifecycle(env: &Env) {
     let head: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
     assert_eq!(head, ["NAME", "PHASE", "NODE", "AGE"], "{table}");
     let row: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
-    assert_eq!(
-        row[..3],
-        ["web", "Running", fake_virt_controller::NODE],
-        "{table}"
-    );
+    assert_eq!(row[..3], ["web", "Running", node.as_str()], "{table}");
 
     // Deletion waits for the KubeVirt VM and its instance. An extra finalizer on the instance
-    // holds it (and so the KubeVirt VM, whose fake virt-controller waits for it).
+    // holds it (and so the KubeVirt VM, whose virt-controller waits for it).
     ok(&env.cp.kubectl(&[
         "patch",
         UP_VMI,

@@ -34,16 +34,14 @@ pub fn sidecar_client(rt: &tokio::runtime::Runtime, port: u16) -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
-/// The fake virt-controller (a test double: no KubeVirt runs here) on a runtime of its own,
-/// reaching kube-apiserver through the rewriter sidecar on loopback `port`.
-pub fn start_virt_controller_double(port: u16) -> tokio::runtime::Runtime {
+/// A runtime for the doubles and the cases' kube-rs clients, with the controller's crypto
+/// provider installed.
+pub fn runtime() -> tokio::runtime::Runtime {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
     virtualization_controller::install_crypto_provider();
-    let client = sidecar_client(&rt, port);
-    rt.spawn(crate::fake_virt_controller::run(client));
     rt
 }
