@@ -337,7 +337,12 @@ impl Route {
     /// True when a response with this status and `Content-Type` is rewritten.
     pub(crate) fn rewrites_response(&self, status: u16, content_type: Option<&str>) -> bool {
         let restored = self.rewrite_bodies || (self.restore_errors && status >= 400);
-        restored && status != 101 && status != 204 && status != 304 && is_json(content_type)
+        // A webhook's answer on a rule path is an AdmissionReview whatever its Content-Type
+        // says: Go webhook servers (KubeVirt's virt-api among them) leave it to net/http's
+        // sniffing, which says `text/plain`, and kube-apiserver reads it as JSON all the same.
+        let json = is_json(content_type)
+            || (self.mode == ProxyMode::Webhook && self.rewrite_bodies && (200..300).contains(&status));
+        restored && status != 101 && status != 204 && status != 304 && json
     }
 
     /// How a response with `status` is handled (errors are single Status documents).
@@ -712,5 +717,23 @@ mod tests {
             .request_body(&rules, Some("application/json"), body)
             .expect("ok");
         assert_eq!(&b.body[..], &body[..]);
+    }
+
+    #[test]
+    fn a_webhook_answer_is_json_whatever_its_content_type() {
+        let rules = Rules::builtin_kubevirt();
+        let r = Route::new(
+            &rules,
+            ProxyMode::Webhook,
+            "POST",
+            "/virtualmachines-mutate?timeout=10s",
+        );
+        for ct in [Some("text/plain; charset=utf-8"), None, Some("application/json")] {
+            assert_eq!(r.response_mode(200, ct), BodyMode::Object, "{ct:?}");
+        }
+        // A plain-text error is not an AdmissionReview; nor is any answer off the rule paths.
+        assert_eq!(r.response_mode(400, Some("text/plain")), BodyMode::Pass);
+        let other = Route::new(&rules, ProxyMode::Webhook, "GET", "/healthz");
+        assert_eq!(other.response_mode(200, Some("text/plain")), BodyMode::Pass);
     }
 }
