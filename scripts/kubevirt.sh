@@ -14,9 +14,18 @@
 #     feature gate), its status.phase Deployed (virt-operator, which would write it, does not run);
 #   - kwok with the Nodes node-a and node-b, labelled and sized as virt-launcher Pods ask
 #     (the schedulable label as stored under the rules, the devices.kubevirt.io resources);
+#   - the service accounts KubeVirt's components run as (kubevirt-controller, kubevirt-apiserver;
+#     bound to cluster-admin here, where virt-operator would grant narrower roles): virt-api's
+#     admission rules tell KubeVirt's own components from users by these names;
+#   - virt-api behind a sidecar in webhook mode: its TLS and the kubevirt-ca ConfigMap from a CA of
+#     this script's, and virt-api's own webhook configurations (printed by KubeVirt's code)
+#     applied through the admin sidecar, pointing at the sidecar's webhook listener, so
+#     kube-apiserver sends renamed AdmissionReviews that the sidecar restores for virt-api;
 #   - virt-controller behind a sidecar of its own (it speaks only kubevirt.io).
 # Then `source DIR/kubevirt/env` exports KV_KUBECONFIG (admin through the admin sidecar:
-# original names), the PIDs, ports and logs, and KUBEVIRT_NODES.
+# original names), the PIDs, ports and logs, KUBEVIRT_NODES, and VIRT_API_PORT, VIRT_API_CA_FILE,
+# VIRT_API_CLIENT_CERT/KEY (a client certificate of the requestheader CA virt-api trusts, for a
+# caller that speaks to virt-api's subresources directly).
 #
 # Simulated: the Nodes and the Pods' containers (kwok); virt-handler is not run (it needs libvirt
 # and a hypervisor): a test double takes its part where a case needs a VMI to run.
@@ -36,6 +45,7 @@ REPO=$(cd "$SCRIPT_DIR/.." && pwd)
 READY_TIMEOUT=${KAR_READY_TIMEOUT:-60}
 STOP_TIMEOUT=${KAR_STOP_TIMEOUT:-5}
 NODES="node-a node-b"
+COMPONENTS="admin-sidecar kwok virt-api-sidecar virt-api virt-controller-sidecar virt-controller"
 # The names virt-launcher Pods select on, as kube-apiserver stores them under the rules.
 SCHEDULABLE_LABEL=kubevirt.internal.virtualization.deckhouse.io/schedulable
 
@@ -51,15 +61,17 @@ kubectl_cp() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$CP/admin.kubeconfig" "$@";
 # kubectl_kv ARGS...: kubectl through the admin sidecar (original names)
 kubectl_kv() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KV/admin-sidecar.kubeconfig" "$@"; }
 
-# start_sidecar NAME: a kube-api-rewriter with admin's kubeconfig and the KubeVirt rules on a
-# free loopback port; writes KV/NAME.kubeconfig for its client and waits for /readyz.
+# start_sidecar NAME [KUBECONFIG [ENV...]]: a kube-api-rewriter with the KubeVirt rules on a free
+# loopback port, upstream as KUBECONFIG's user (default admin), with more environment ENV...;
+# writes KV/NAME.kubeconfig for its client and waits for /readyz.
 start_sidecar() {
-  local name=$1 port mon i code
+  local name=$1 upstream=${2:-$CP/admin.kubeconfig} port mon i code
+  shift; (( $# )) && shift
   port=$(free_port "${TAKEN[@]}"); TAKEN+=("$port")
   mon=$(free_port "${TAKEN[@]}"); TAKEN+=("$mon")
   log "starting sidecar $name on 127.0.0.1:$port"
-  launch "$KV/$name.pid" "$KV/$name.log" env -u KUBERNETES_SERVICE_HOST \
-    "KUBECONFIG=$CP/admin.kubeconfig" "RULES_PATH=$REPO/rules/kubevirt.yaml" \
+  launch "$KV/$name.pid" "$KV/$name.log" env -u KUBERNETES_SERVICE_HOST "$@" \
+    "KUBECONFIG=$upstream" "RULES_PATH=$REPO/rules/kubevirt.yaml" \
     CLIENT_PROXY_ADDRESS=127.0.0.1 "CLIENT_PROXY_PORT=$port" \
     "MONITORING_BIND_ADDRESS=127.0.0.1:$mon" LOG_FORMAT=text LOG_LEVEL=info \
     "$REWRITER"
@@ -144,9 +156,82 @@ EOF
   done
 }
 
+# service_account NAME: ServiceAccount kubevirt/NAME bound to cluster-admin, and
+# KV/NAME.kubeconfig with a token of it (straight to kube-apiserver).
+service_account() {
+  local sa=$1 token ca
+  kubectl_cp -n kubevirt create serviceaccount "$sa" --dry-run=client -o yaml | kubectl_cp apply -f - >/dev/null
+  kubectl_cp create clusterrolebinding "kubevirt-$sa" --clusterrole=cluster-admin \
+    "--serviceaccount=kubevirt:$sa" --dry-run=client -o yaml | kubectl_cp apply -f - >/dev/null
+  token=$(kubectl_cp -n kubevirt create token "$sa" --duration=48h)
+  ca=$(base64 -w0 <"$CP/pki/ca.crt")
+  cat >"$KV/$sa.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: kar-local, cluster: {server: "https://127.0.0.1:$APISERVER_PORT", certificate-authority-data: $ca}}]
+users: [{name: $sa, user: {token: $token}}]
+contexts: [{name: $sa, context: {cluster: kar-local, user: $sa}}]
+current-context: $sa
+EOF
+  chmod 600 "$KV/$sa.kubeconfig"
+}
+
+# pki: KubeVirt's CA (the kubevirt-ca ConfigMap) and, signed by it, virt-api's serving
+# certificate and that of its sidecar's webhook listener (both for 127.0.0.1).
+pki() {
+  local d=$KV/pki name
+  mkdir -p "$d"
+  if [[ ! -f $d/ca.crt ]]; then
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=kubevirt-ca \
+      -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >"$d/server.ext"
+    for name in virt-api virt-api-webhook; do
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=$name.kubevirt.svc" \
+        -keyout "$d/$name.key" -out "$d/$name.csr" 2>/dev/null
+      openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 3650 -extfile "$d/server.ext" -out "$d/$name.crt" 2>/dev/null
+    done
+  fi
+  kubectl_cp -n kubevirt create configmap kubevirt-ca "--from-file=ca-bundle=$d/ca.crt" \
+    --dry-run=client -o yaml | kubectl_cp apply -f - >/dev/null
+}
+
+start_virt_api() {
+  local port wh i code
+  port=$(free_port "${TAKEN[@]}"); TAKEN+=("$port")
+  wh=$(free_port "${TAKEN[@]}"); TAKEN+=("$wh")
+  start_sidecar virt-api-sidecar "$KV/kubevirt-apiserver.kubeconfig" \
+    "WEBHOOK_ADDRESS=https://127.0.0.1:$port" "WEBHOOK_CA_FILE=$KV/pki/ca.crt" \
+    "WEBHOOK_CERT_FILE=$KV/pki/virt-api-webhook.crt" "WEBHOOK_KEY_FILE=$KV/pki/virt-api-webhook.key" \
+    WEBHOOK_LISTEN_ADDRESS=127.0.0.1 "WEBHOOK_LISTEN_PORT=$wh"
+  log "starting virt-api on 127.0.0.1:$port (its webhooks through the sidecar on 127.0.0.1:$wh)"
+  : >"$KV/virt-api.log"
+  # The handler certificate is virt-api's client certificate for virt-handler, which does not run.
+  launch "$KV/virt-api.pid" "$KV/virt-api.log" "$KUBEVIRT_BIN_DIR/virt-api" \
+    --kubeconfig "$KV/virt-api-sidecar.kubeconfig" --listen 127.0.0.1 --port "$port" \
+    --tls-cert-file "$KV/pki/virt-api.crt" --tls-key-file "$KV/pki/virt-api.key" \
+    --handler-cert-file "$KV/pki/virt-api.crt" --handler-key-file "$KV/pki/virt-api.key" \
+    --ca-configmap-name kubevirt-ca
+  # It serves TLS once its informers have synced and it holds its certificate.
+  for (( i = 0; i < READY_TIMEOUT * 4; i++ )); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$KV/pki/ca.crt" \
+      "https://127.0.0.1:$port/apis/subresources.kubevirt.io/v1/healthz" || true)
+    [[ $code == 200 ]] && break
+    kill -0 "$(read_pid "$KV/virt-api.pid")" 2>/dev/null || { tail -n 20 "$KV/virt-api.log" >&2; die "virt-api exited"; }
+    sleep 0.25
+  done
+  [[ $code == 200 ]] || { tail -n 20 "$KV/virt-api.log" >&2; die "virt-api: healthz $code after ${READY_TIMEOUT}s"; }
+  VIRT_API_PORT=$port
+  VIRT_API_WEBHOOK_PORT=$wh
+  "$KUBEVIRT_BIN_DIR/kubevirt-webhooks" -url "https://127.0.0.1:$wh" -ca-bundle "$KV/pki/ca.crt" \
+    >"$KV/webhooks.yaml"
+  log "applying virt-api's webhook configurations through the admin sidecar"
+  kubectl_kv apply -f "$KV/webhooks.yaml" >/dev/null
+}
+
 start_virt_controller() {
   local port i code
-  start_sidecar virt-controller-sidecar
+  start_sidecar virt-controller-sidecar "$KV/kubevirt-controller.kubeconfig"
   port=$(free_port "${TAKEN[@]}"); TAKEN+=("$port")
   log "starting virt-controller"
   : >"$KV/virt-controller.log"
@@ -176,8 +261,16 @@ write_env() {
     echo "export VIRT_CONTROLLER_SIDECAR_LOG=$KV/virt-controller-sidecar.log"
     echo "export VIRT_CONTROLLER_SIDECAR_PORT=$SIDECAR_PORT_virt_controller_sidecar"
     echo "export ADMIN_SIDECAR_PORT=$SIDECAR_PORT_admin_sidecar"
+    echo "export VIRT_API_PORT=$VIRT_API_PORT"
+    echo "export VIRT_API_WEBHOOK_PORT=$VIRT_API_WEBHOOK_PORT"
+    echo "export VIRT_API_SIDECAR_PORT=$SIDECAR_PORT_virt_api_sidecar"
+    echo "export VIRT_API_CA_FILE=$KV/pki/ca.crt"
+    echo "export VIRT_API_CLIENT_CERT=$FRONT_PROXY_CLIENT_CERT"
+    echo "export VIRT_API_CLIENT_KEY=$FRONT_PROXY_CLIENT_KEY"
+    echo "export VIRT_API_LOG=$KV/virt-api.log"
+    echo "export VIRT_API_SIDECAR_LOG=$KV/virt-api-sidecar.log"
     local p
-    for p in admin-sidecar kwok virt-controller-sidecar virt-controller; do
+    for p in $COMPONENTS; do
       echo "export $(echo "${p//-/_}" | tr '[:lower:]' '[:upper:]')_PID=$(read_pid "$KV/$p.pid")"
     done
   } >"$KV/env"
@@ -191,7 +284,7 @@ cmd_up() {
   KV=$CP/kubevirt
   if [[ -f $KV/env ]]; then
     local p name
-    for p in admin-sidecar kwok virt-controller-sidecar virt-controller; do
+    for p in $COMPONENTS; do
       name=$p; [[ $p == *-sidecar ]] && name=kube-api-rewriter
       if pid_alive "$(read_pid "$KV/$p.pid")" "$name"; then
         die "KubeVirt in $KV is already running; run '$0 down $CP' first"
@@ -214,6 +307,10 @@ cmd_up() {
   apply_crds
   create_kubevirt_cr
   start_kwok
+  service_account kubevirt-controller
+  service_account kubevirt-apiserver
+  pki
+  start_virt_api
   start_virt_controller
   write_env
   log "up in $(( SECONDS - t0 )) s: KubeVirt $KUBEVIRT_VERSION behind the rewriter; source $KV/env"
@@ -223,7 +320,15 @@ cmd_down() {
   CP=$(cd "$1" && pwd)
   KV=$CP/kubevirt
   [[ -d $KV ]] || return 0
+  # virt-api's webhooks fail closed: they go with it, so the control plane stays usable.
+  if [[ -f $KV/webhooks.yaml && -f $CP/env ]]; then
+    # shellcheck source=/dev/null
+    source "$CP/env"
+    kubectl_cp delete --ignore-not-found --wait=false -f "$KV/webhooks.yaml" >/dev/null 2>&1 || true
+  fi
   stop_pid "$KV/virt-controller.pid" virt-controller
+  stop_pid "$KV/virt-api.pid" virt-api
+  stop_pid "$KV/virt-api-sidecar.pid" kube-api-rewriter
   stop_pid "$KV/kwok.pid" kwok
   stop_pid "$KV/virt-controller-sidecar.pid" kube-api-rewriter
   stop_pid "$KV/admin-sidecar.pid" kube-api-rewriter

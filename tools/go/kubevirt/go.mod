@@ -1,4 +1,4 @@
-// Wrapper module: KubeVirt's virt-operator, virt-controller and virt-api, and kubevirt-crds (./crds),
+// Wrapper module: KubeVirt's virt-operator, virt-controller and virt-api, kubevirt-crds (./crds) and kubevirt-webhooks (./webhooks),
 // from the module proxy (scripts/go-build.sh kubevirt). kubevirt.io/kubevirt requires its staging
 // modules kubevirt.io/api and kubevirt.io/client-go at v0.0.0 and replaces them with ./staging paths;
 // replaces in a dependency are ignored, so its whole replace block is copied here, with those two
