@@ -11,7 +11,8 @@
 #   - an admin sidecar (admin's kubeconfig, the KubeVirt rules), through which KubeVirt's CRDs
 #     (printed by KubeVirt's own code) are applied, so kube-apiserver stores them renamed;
 #   - namespace kubevirt and the KubeVirt CR kubevirt/kubevirt (useEmulation, the HotplugVolumes
-#     feature gate), its status.phase Deployed (virt-operator, which would write it, does not run);
+#     feature gate), its status.phase Deployed and the default architecture (virt-operator, which
+#     would write them, does not run);
 #   - kwok with the Nodes node-a and node-b, labelled and sized as virt-launcher Pods ask
 #     (the schedulable label as stored under the rules, the devices.kubevirt.io resources);
 #   - the service accounts KubeVirt's components run as (kubevirt-controller, kubevirt-apiserver;
@@ -46,8 +47,13 @@ READY_TIMEOUT=${KAR_READY_TIMEOUT:-60}
 STOP_TIMEOUT=${KAR_STOP_TIMEOUT:-5}
 NODES="node-a node-b"
 COMPONENTS="admin-sidecar kwok virt-api-sidecar virt-api virt-controller-sidecar virt-controller"
-# The names virt-launcher Pods select on, as kube-apiserver stores them under the rules.
+# The names virt-launcher Pods select on, as kube-apiserver stores them under the rules (on a
+# cluster virt-handler's node labeller sets them): schedulable, and the q35 machine type virt-api
+# gives a VM by default.
 SCHEDULABLE_LABEL=kubevirt.internal.virtualization.deckhouse.io/schedulable
+MACHINE_TYPE_LABEL=machine-type.node.virtualization.deckhouse.io/q35
+# This machine's architecture as runtime.GOARCH names it: virt-api's default for VMs.
+ARCH=$(uname -m); ARCH=${ARCH/x86_64/amd64}; ARCH=${ARCH/aarch64/arm64}
 
 log() { printf '[kubevirt %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -114,8 +120,10 @@ spec:
       useEmulation: true
       featureGates: [HotplugVolumes]
 EOF
+  # virt-operator would also record the default architecture, which virt-api's VMI admission
+  # requires.
   kubectl_kv -n kubevirt patch kubevirt kubevirt --subresource=status --type=merge \
-    -p '{"status":{"phase":"Deployed"}}' >/dev/null
+    -p "{\"status\":{\"phase\":\"Deployed\",\"defaultArchitecture\":\"$ARCH\"}}" >/dev/null
 }
 
 start_kwok() {
@@ -133,7 +141,7 @@ kind: Node
 metadata:
   name: $n
   annotations: {kwok.x-k8s.io/node: fake}
-  labels: {kubernetes.io/hostname: $n, kubernetes.io/os: linux, type: kwok, $SCHEDULABLE_LABEL: "true"}
+  labels: {kubernetes.io/hostname: $n, kubernetes.io/os: linux, kubernetes.io/arch: $ARCH, type: kwok, $SCHEDULABLE_LABEL: "true", $MACHINE_TYPE_LABEL: "true"}
 EOF
     if [[ -n ${KUBEVIRT_NODE_LABELS:-} ]]; then
       # shellcheck disable=SC2086

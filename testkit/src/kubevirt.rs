@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use crate::{ControlPlane, kube_bin_dir, rewriter_bin, workspace};
 
 /// What `scripts/kubevirt.sh up` started: the admin sidecar its CRDs went through, kwok and its
-/// Nodes, virt-controller and its sidecar.
+/// Nodes, virt-api and its webhook-mode sidecar, virt-controller and its sidecar.
 pub struct KubeVirt {
     /// The control plane's directory (the script's state is in `DIR/kubevirt`).
     pub cp_dir: PathBuf,
@@ -61,8 +61,53 @@ impl KubeVirt {
 
     /// virt-controller's log, then its sidecar's.
     pub fn logs(&self) -> (String, String) {
-        let read = |k: &str| std::fs::read_to_string(self.get(k)).unwrap_or_default();
-        (read("VIRT_CONTROLLER_LOG"), read("VIRT_CONTROLLER_SIDECAR_LOG"))
+        (
+            self.log("VIRT_CONTROLLER_LOG"),
+            self.log("VIRT_CONTROLLER_SIDECAR_LOG"),
+        )
+    }
+
+    /// The log file the script exported as `key` (`VIRT_API_SIDECAR_LOG`, ...); empty if unread.
+    pub fn log(&self, key: &str) -> String {
+        std::fs::read_to_string(self.get(key)).unwrap_or_default()
+    }
+
+    /// A PUT of `body` to virt-api's `path` (`/apis/subresources.kubevirt.io/v1/...`), sent
+    /// straight to virt-api the way an authenticating front proxy does: the requestheader
+    /// client certificate, `X-Remote-User: user` and `X-Remote-Group` for each of `groups`.
+    /// Returns the status code and the body.
+    pub fn virt_api_put(&self, path: &str, body: &str, user: &str, groups: &[&str]) -> (String, String) {
+        let url = format!("https://127.0.0.1:{}{path}", self.get("VIRT_API_PORT"));
+        let user = format!("X-Remote-User: {user}");
+        let groups: Vec<String> = groups.iter().map(|g| format!("X-Remote-Group: {g}")).collect();
+        let mut args = vec![
+            "-s",
+            "-w",
+            "\n%{http_code}",
+            "--max-time",
+            "30",
+            "-X",
+            "PUT",
+            "--cacert",
+            self.get("VIRT_API_CA_FILE"),
+            "--cert",
+            self.get("VIRT_API_CLIENT_CERT"),
+            "--key",
+            self.get("VIRT_API_CLIENT_KEY"),
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            &user,
+            "--data-binary",
+            body,
+        ];
+        for g in &groups {
+            args.extend(["-H", g.as_str()]);
+        }
+        args.push(&url);
+        let out = String::from_utf8_lossy(&crate::curl(&args).stdout).into_owned();
+        let (body, code) = out.rsplit_once('\n').unwrap_or(("", &out));
+        (code.to_owned(), body.to_owned())
     }
 }
 
