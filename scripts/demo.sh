@@ -155,7 +155,7 @@ KUBE_API_REWRITER_BIN=$BIN/kube-api-rewriter "$ROOT/scripts/kubevirt.sh" up "$DI
 # shellcheck source=/dev/null
 source "$DIR/kubevirt/env"
 kv() { KUBECONFIG=$KV_KUBECONFIG kubectl "$@"; }
-run virt-handler-double "$EX/virt_handler_double" "http://127.0.0.1:$ADMIN_SIDECAR_PORT"
+run virt-handler-double "$EX/virt_handler_double" "http://127.0.0.1:$VIRT_HANDLER_SIDECAR_PORT"
 note "virt-controller $KUBEVIRT_VERSION -> rewriter :$VIRT_CONTROLLER_SIDECAR_PORT -> kube-apiserver; Nodes $KUBEVIRT_NODES (kwok)"
 
 say "virtualization-controller behind its rewriter sidecar"

@@ -15,16 +15,19 @@
 #     would write them, does not run);
 #   - kwok with the Nodes node-a and node-b, labelled and sized as virt-launcher Pods ask
 #     (the schedulable label as stored under the rules, the devices.kubevirt.io resources);
-#   - the service accounts KubeVirt's components run as (kubevirt-controller, kubevirt-apiserver;
-#     bound to cluster-admin here, where virt-operator would grant narrower roles): virt-api's
-#     admission rules tell KubeVirt's own components from users by these names;
+#   - the service accounts KubeVirt's components run as (kubevirt-controller, kubevirt-apiserver,
+#     kubevirt-handler; bound to cluster-admin here, where virt-operator would grant narrower
+#     roles): virt-api's admission tells KubeVirt's own components from users by these names (a
+#     VMI's status written by anyone else is put back);
 #   - virt-api behind a sidecar in webhook mode: its TLS and the kubevirt-ca ConfigMap from a CA of
 #     this script's, and virt-api's own webhook configurations (printed by KubeVirt's code)
 #     applied through the admin sidecar, pointing at the sidecar's webhook listener, so
 #     kube-apiserver sends renamed AdmissionReviews that the sidecar restores for virt-api;
-#   - virt-controller behind a sidecar of its own (it speaks only kubevirt.io).
+#   - virt-controller behind a sidecar of its own (it speaks only kubevirt.io);
+#   - a sidecar as kubevirt-handler for whatever takes virt-handler's part (a test double).
 # Then `source DIR/kubevirt/env` exports KV_KUBECONFIG (admin through the admin sidecar:
-# original names), the PIDs, ports and logs, KUBEVIRT_NODES, and VIRT_API_PORT, VIRT_API_CA_FILE,
+# original names), the PIDs, ports and logs, KUBEVIRT_NODES, VIRT_HANDLER_SIDECAR_PORT (the
+# kubevirt-handler sidecar, plain HTTP), and VIRT_API_PORT, VIRT_API_CA_FILE,
 # VIRT_API_CLIENT_CERT/KEY (a client certificate of the requestheader CA virt-api trusts, for a
 # caller that speaks to virt-api's subresources directly).
 #
@@ -46,7 +49,7 @@ REPO=$(cd "$SCRIPT_DIR/.." && pwd)
 READY_TIMEOUT=${KAR_READY_TIMEOUT:-60}
 STOP_TIMEOUT=${KAR_STOP_TIMEOUT:-5}
 NODES="node-a node-b"
-COMPONENTS="admin-sidecar kwok virt-api-sidecar virt-api virt-controller-sidecar virt-controller"
+COMPONENTS="admin-sidecar kwok virt-api-sidecar virt-api virt-controller-sidecar virt-controller virt-handler-sidecar"
 # The names virt-launcher Pods select on, as kube-apiserver stores them under the rules (on a
 # cluster virt-handler's node labeller sets them): schedulable, and the q35 machine type virt-api
 # gives a VM by default.
@@ -185,14 +188,14 @@ EOF
 }
 
 # pki: KubeVirt's CA (the kubevirt-ca ConfigMap) and, signed by it, virt-api's serving
-# certificate and that of its sidecar's webhook listener (both for 127.0.0.1).
+# certificate and that of its sidecar's webhook listener (127.0.0.1 and localhost).
 pki() {
   local d=$KV/pki name
   mkdir -p "$d"
   if [[ ! -f $d/ca.crt ]]; then
     openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=kubevirt-ca \
       -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >"$d/server.ext"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:virt-api.kubevirt.svc\nextendedKeyUsage=serverAuth,clientAuth\n' >"$d/server.ext"
     for name in virt-api virt-api-webhook; do
       openssl req -newkey rsa:2048 -nodes -subj "/CN=$name.kubevirt.svc" \
         -keyout "$d/$name.key" -out "$d/$name.csr" 2>/dev/null
@@ -269,6 +272,7 @@ write_env() {
     echo "export VIRT_CONTROLLER_SIDECAR_LOG=$KV/virt-controller-sidecar.log"
     echo "export VIRT_CONTROLLER_SIDECAR_PORT=$SIDECAR_PORT_virt_controller_sidecar"
     echo "export ADMIN_SIDECAR_PORT=$SIDECAR_PORT_admin_sidecar"
+    echo "export VIRT_HANDLER_SIDECAR_PORT=$SIDECAR_PORT_virt_handler_sidecar"
     echo "export VIRT_API_PORT=$VIRT_API_PORT"
     echo "export VIRT_API_WEBHOOK_PORT=$VIRT_API_WEBHOOK_PORT"
     echo "export VIRT_API_SIDECAR_PORT=$SIDECAR_PORT_virt_api_sidecar"
@@ -317,9 +321,11 @@ cmd_up() {
   start_kwok
   service_account kubevirt-controller
   service_account kubevirt-apiserver
+  service_account kubevirt-handler
   pki
   start_virt_api
   start_virt_controller
+  start_sidecar virt-handler-sidecar "$KV/kubevirt-handler.kubeconfig"
   write_env
   log "up in $(( SECONDS - t0 )) s: KubeVirt $KUBEVIRT_VERSION behind the rewriter; source $KV/env"
 }
@@ -334,6 +340,7 @@ cmd_down() {
     source "$CP/env"
     kubectl_cp delete --ignore-not-found --wait=false -f "$KV/webhooks.yaml" >/dev/null 2>&1 || true
   fi
+  stop_pid "$KV/virt-handler-sidecar.pid" kube-api-rewriter
   stop_pid "$KV/virt-controller.pid" virt-controller
   stop_pid "$KV/virt-api.pid" virt-api
   stop_pid "$KV/virt-api-sidecar.pid" kube-api-rewriter

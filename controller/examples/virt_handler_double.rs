@@ -1,6 +1,7 @@
 //! Runs the TEST DOUBLE of KubeVirt's virt-handler (`tests/virt_handler_double`) as a process,
 //! for `scripts/demo.sh`: virt-handler needs a hypervisor, which does not run there. It reaches
-//! kube-apiserver through a kube-api-rewriter at the URL given (KubeVirt's names only).
+//! kube-apiserver through a kube-api-rewriter at the URL given (KubeVirt's names only), as
+//! kubevirt-handler: `scripts/kubevirt.sh` starts that sidecar (`VIRT_HANDLER_SIDECAR_PORT`).
 //!
 //! Usage: `virt_handler_double http://127.0.0.1:PORT`
 
