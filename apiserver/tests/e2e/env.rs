@@ -1,5 +1,6 @@
 //! The environment every case shares: the control plane with the deploy manifests' identity
-//! and RBAC, the VM CRD and three VMs, the certificates, the fake virt-api, and one mode's
+//! and RBAC, the VM CRD and three VMs, the certificates, the fake virt-api, real KubeVirt
+//! (`scripts/kubevirt.sh`: virt-api and virt-controller behind their sidecars), and one mode's
 //! three servers (and their sidecars) registered with the aggregator.
 
 use std::path::{Path, PathBuf};
@@ -97,6 +98,8 @@ pub enum Mode {
     Direct,
     /// Plain HTTP to a rewriter sidecar, which opens the mutual TLS.
     Sidecar,
+    /// As `Sidecar`, the sidecar of the main server reaching KubeVirt's own virt-api.
+    KubeVirt,
 }
 
 impl Mode {
@@ -104,6 +107,7 @@ impl Mode {
         match self {
             Mode::Direct => "direct",
             Mode::Sidecar => "sidecar",
+            Mode::KubeVirt => "kubevirt",
         }
     }
 }
@@ -125,6 +129,8 @@ pub struct Env {
     /// Presents a client certificate virt-api does not trust.
     pub server_refused: Server,
     pub fake: fake_virtapi::FakeVirtApi,
+    /// Real KubeVirt: virt-api for the `kubevirt` mode; its admin sidecar for KubeVirt's objects.
+    pub kubevirt: tk::KubeVirt,
     pub echo_port: u16,
     pub module_ca: PathBuf,
     pub rt: tokio::runtime::Runtime,
@@ -256,6 +262,7 @@ fn start_servers(
     kv_ca: &Path,
     (serving, serving_key): (&Path, &Path),
     fake_port: u16,
+    kubevirt: &tk::KubeVirt,
 ) -> (Server, Server, Server, Vec<tk::ProxyProc>) {
     let p = |x: &Path| x.to_str().unwrap().to_owned();
     let args = |endpoint: String, cert: &Path, key: &Path| {
@@ -280,10 +287,10 @@ fn start_servers(
     let (refused_crt, refused_key) = (refused.join("tls.crt"), refused.join("tls.key"));
     let closed = tk::free_port();
     let mut sidecars = Vec::new();
-    let mut endpoint = |name: &str, port: u16, cert: &Path, key: &Path| match mode {
+    let mut endpoint = |name: &str, port: u16, ca: &Path, cert: &Path, key: &Path| match mode {
         Mode::Direct => format!("localhost:{port}"),
-        Mode::Sidecar => {
-            let kc = virt_api_kubeconfig(dir, name, port, kv_ca, cert, key);
+        Mode::Sidecar | Mode::KubeVirt => {
+            let kc = virt_api_kubeconfig(dir, name, port, ca, cert, key);
             let s = sidecar(dir, &kc);
             let url = format!("http://127.0.0.1:{}", s.port);
             sidecars.push(s);
@@ -291,7 +298,18 @@ fn start_servers(
         }
     };
     let m = mode.name();
-    let ep = endpoint("virt-api", fake_port, &proxy, &proxy_key);
+    let ep = if mode == Mode::KubeVirt {
+        // virt-api trusts the requestheader CA's client certificates (with an allowed name).
+        endpoint(
+            "virt-api-real",
+            kubevirt.get("VIRT_API_PORT").parse().expect("port"),
+            Path::new(kubevirt.get("VIRT_API_CA_FILE")),
+            Path::new(kubevirt.get("VIRT_API_CLIENT_CERT")),
+            Path::new(kubevirt.get("VIRT_API_CLIENT_KEY")),
+        )
+    } else {
+        endpoint("virt-api", fake_port, kv_ca, &proxy, &proxy_key)
+    };
     let server = Server::start(
         dir,
         &format!("server-{m}"),
@@ -300,7 +318,7 @@ fn start_servers(
     );
     let ep = match mode {
         Mode::Direct => format!("127.0.0.1:{closed}"),
-        Mode::Sidecar => endpoint("virt-api-down", closed, &proxy, &proxy_key),
+        Mode::Sidecar | Mode::KubeVirt => endpoint("virt-api-down", closed, kv_ca, &proxy, &proxy_key),
     };
     let server_down = Server::start(
         dir,
@@ -311,9 +329,9 @@ fn start_servers(
     // The sidecar reads its certificate once: it gets the rogue one itself.
     let (rc, rk) = match mode {
         Mode::Direct => (refused_crt, refused_key),
-        Mode::Sidecar => (dir.join("rogue.crt"), dir.join("rogue.key")),
+        Mode::Sidecar | Mode::KubeVirt => (dir.join("rogue.crt"), dir.join("rogue.key")),
     };
-    let ep = endpoint("virt-api-refused", fake_port, &rc, &rk);
+    let ep = endpoint("virt-api-refused", fake_port, kv_ca, &rc, &rk);
     let server_refused = Server::start(
         dir,
         &format!("server-refused-{m}"),
@@ -366,6 +384,7 @@ impl Env {
             &self.kv_ca,
             (&self.serving.0, &self.serving.1),
             self.fake.port,
+            &self.kubevirt,
         );
         self.server = server;
         self.server_down = down;
@@ -386,9 +405,10 @@ impl Env {
             server_down,
             server_refused,
             rt,
+            kubevirt,
             ..
         } = self;
-        drop((server, server_down, server_refused, sidecars, rt));
+        drop((server, server_down, server_refused, sidecars, rt, kubevirt));
         if keep_logs {
             // `ControlPlane`'s drop would remove its directory too.
             let _ = cp.script("down");
@@ -503,6 +523,7 @@ pub fn setup() -> Env {
     set_phase(&cp, "vm-running", "Running");
     set_phase(&cp, "vm-stopped", "Stopped");
     set_phase(&cp, "vm-migrating", "Migrating");
+    let kubevirt = tk::KubeVirt::up(&cp, &[]);
 
     let (server, server_down, server_refused, sidecars) = start_servers(
         Mode::Direct,
@@ -511,6 +532,7 @@ pub fn setup() -> Env {
         &kv_ca,
         (&serving, &serving_key),
         fake.port,
+        &kubevirt,
     );
     register(&cp, &module_ca, server.port);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -529,6 +551,7 @@ pub fn setup() -> Env {
         server_down,
         server_refused,
         fake,
+        kubevirt,
         echo_port,
         module_ca,
         rt,

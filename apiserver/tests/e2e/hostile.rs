@@ -21,7 +21,7 @@ fn bad_batch(e: &Env) {
     // message (direct), or the sidecar's `Status`.
     let unavailable = |direct: &'static str| match e.mode {
         Mode::Direct => direct,
-        Mode::Sidecar => "upstream is unavailable",
+        Mode::Sidecar | Mode::KubeVirt => "upstream is unavailable",
     };
     let cases: Vec<(&Server, Vec<&str>, String, u16, &str)> = vec![
         (

@@ -1,18 +1,20 @@
 //! virtualization-api end to end on the real local control plane (`scripts/control-plane.sh`):
 //! the APIService routed by kube-apiserver's aggregator to the server on loopback, real
-//! kubectl, real RBAC and SubjectAccessReviews, a tokio-tungstenite WebSocket client, and a
-//! fake virt-api (the only test double). Every case runs once per mode: straight to virt-api
+//! kubectl, real RBAC and SubjectAccessReviews, a tokio-tungstenite WebSocket client, a fake
+//! virt-api (a test double: the streams, freeze and unfreeze need virt-handler, which cannot run
+//! here) and KubeVirt's own virt-api. The double's cases run once per mode: straight to virt-api
 //! (mutual TLS), then through a kube-api-rewriter sidecar (`rules/virtualization-api.yaml`,
-//! plain HTTP on loopback) that renames the group and holds the certificate and the identity.
+//! plain HTTP on loopback) that renames the group and holds the certificate and the identity;
+//! the `kubevirt` mode's cases go through such a sidecar to the real virt-api.
 //!
 //! A `libtest-mimic` harness (`harness = false`): each case in each mode is a test of its own,
-//! `direct::NAME` and `sidecar::NAME`, so `cargo test -p virtualization-api --test e2e --
-//! console` runs the console cases alone and a failure names its case. One environment
-//! ([`env::setup`]) is shared by all the tests of a run; it is built by the first test that
-//! runs, so `--list` or a filter that matches nothing starts nothing. One APIService per
-//! group/version exists in a cluster and the cases change shared state, so the tests run one
-//! at a time in the order of [`CASES`], every direct test before the sidecar ones (the
-//! environment switches mode once).
+//! `direct::NAME`, `sidecar::NAME`, `kubevirt::NAME`, so `cargo test -p virtualization-api
+//! --test e2e -- console` runs the console cases alone and a failure names its case. One
+//! environment ([`env::setup`]) is shared by all the tests of a run; it is built by the first
+//! test that runs, so `--list` or a filter that matches nothing starts nothing. One APIService
+//! per group/version exists in a cluster and the cases change shared state, so the tests run
+//! one at a time in the order of [`CASES`], mode by mode (the environment switches mode at most
+//! twice).
 
 #[path = "../fake_virtapi/mod.rs"]
 mod fake_virtapi;
@@ -23,6 +25,7 @@ mod client;
 mod discovery;
 mod env;
 mod hostile;
+mod kubevirt;
 mod phases;
 mod puts;
 mod streams;
@@ -38,20 +41,21 @@ use libtest_mimic::{Arguments, Failed, Trial};
 
 use env::{Env, Mode};
 
-/// One case: its test name, what it checks, and whether it runs in direct mode only.
+/// One case: its test name, what it checks, and the modes it runs in.
 struct Case {
     name: &'static str,
     what: &'static str,
     run: fn(&Env),
-    direct_only: bool,
+    modes: &'static [Mode],
 }
 
+/// A case for both modes with virt-api's double.
 const fn case(name: &'static str, what: &'static str, run: fn(&Env)) -> Case {
     Case {
         name,
         what,
         run,
-        direct_only: false,
+        modes: &[Mode::Direct, Mode::Sidecar],
     }
 }
 
@@ -111,7 +115,7 @@ const CASES: &[Case] = &[
     case("bad_input", "bad input, no leaked connection", hostile::bad_input),
     // After bad_input, which needs the refused server refused: this case leaves it accepted.
     Case {
-        direct_only: true,
+        modes: &[Mode::Direct],
         ..case(
             "proxy_cert_reload",
             "proxy client certificate reloaded",
@@ -123,6 +127,14 @@ const CASES: &[Case] = &[
         "only the configured identity reaches virt-api",
         upstream::identity,
     ),
+    Case {
+        modes: &[Mode::KubeVirt],
+        ..case(
+            "volumes",
+            "addvolume and removevolume through KubeVirt's own virt-api",
+            kubevirt::volumes,
+        )
+    },
 ];
 
 /// The shared environment and what the tests of the run learned about it.
@@ -227,9 +239,9 @@ fn run(mode: Mode, case: &'static Case) -> Result<(), Failed> {
 
 fn trials() -> Vec<Trial> {
     let mut trials = Vec::new();
-    for mode in [Mode::Direct, Mode::Sidecar] {
+    for mode in [Mode::Direct, Mode::Sidecar, Mode::KubeVirt] {
         for case in CASES {
-            if case.direct_only && mode != Mode::Direct {
+            if !case.modes.contains(&mode) {
                 continue;
             }
             let name = format!("{}::{}", mode.name(), case.name);

@@ -85,7 +85,7 @@ pub fn virt_api_errors(e: &Env) {
     );
     let group = match e.mode {
         Mode::Direct => "subresources.kubevirt.io",
-        Mode::Sidecar => "subresources.virtualization.deckhouse.io",
+        Mode::Sidecar | Mode::KubeVirt => "subresources.virtualization.deckhouse.io",
     };
     assert_eq!(st["details"]["group"], group, "{body}");
     assert_eq!(st["details"]["kind"], "virtualmachineinstances", "{body}");
