@@ -2,9 +2,10 @@
 //! plane, for each rewriter mode in turn (the sidecar, then the Layer embedded in the
 //! controller's client): start the controller, create 200 `AlwaysOn` VMs with one
 //! `kubectl apply`, and report the time until all of them are Running, with the peak RSS and CPU
-//! seconds of the controller and, in sidecar mode, of its sidecar, and the CPU seconds real
-//! virt-controller's sidecar spent on them. Real KubeVirt (`scripts/kubevirt.sh`: virt-controller
-//! behind its own sidecar, kwok's Nodes) and the virt-handler double are shared by both modes.
+//! seconds of the controller and, in sidecar mode, of its sidecar, and the CPU seconds the
+//! sidecars of real virt-controller and virt-api (its webhooks review every VM and VMI) spent on
+//! them. Real KubeVirt (`scripts/kubevirt.sh`: virt-controller and virt-api behind their own
+//! sidecars, kwok's Nodes) and the virt-handler double are shared by both modes.
 //!
 //! ```sh
 //! cargo bench -p virtualization-controller --bench vm200        # VMS=50 for fewer
@@ -100,6 +101,7 @@ fn main() {
             "controller peak RSS / CPU",
             "sidecar peak RSS / CPU",
             "virt-controller's sidecar peak RSS / CPU",
+            "virt-api's sidecar (webhooks) peak RSS / CPU",
         ],
     );
     for embedded in [false, true] {
@@ -113,8 +115,9 @@ fn main() {
             // Connection refused ("000") until the controller listens.
             http_status(&[&format!("http://127.0.0.1:{health}/readyz")]) == "200"
         });
-        let vc_sidecar: u32 = kubevirt.get("VIRT_CONTROLLER_SIDECAR_PID").parse().expect("pid");
-        let vc_cpu_before = usage(vc_sidecar).1;
+        let pid = |k: &str| -> u32 { kubevirt.get(k).parse().expect("pid") };
+        let (vc_sidecar, va_sidecar) = (pid("VIRT_CONTROLLER_SIDECAR_PID"), pid("VIRT_API_SIDECAR_PID"));
+        let (vc_cpu_before, va_cpu_before) = (usage(vc_sidecar).1, usage(va_sidecar).1);
         let ns = format!("bench-{mode}");
         ok(&cp.kubectl(&["create", "namespace", &ns]));
         let yaml: String = (0..n)
@@ -144,6 +147,8 @@ fn main() {
         let side = sidecar.as_ref().map(|s| usage(s.child.id()));
         let (vc_rss, vc_cpu) = usage(vc_sidecar);
         let vc_cpu = vc_cpu - vc_cpu_before;
+        let (va_rss, va_cpu) = usage(va_sidecar);
+        let va_cpu = va_cpu - va_cpu_before;
         println!(
             "  {mode:>8}: {:.1} s (kubectl apply {:.1} s); controller peak RSS {ctl_rss:.1} MiB, CPU {ctl_cpu:.2} s{}",
             all.as_secs_f64(),
@@ -162,6 +167,7 @@ fn main() {
                 |(rss, cpu)| format!("{rss:.1} MiB / {cpu:.2} s"),
             ),
             format!("{vc_rss:.1} MiB / {vc_cpu:.2} s"),
+            format!("{va_rss:.1} MiB / {va_cpu:.2} s"),
         ]);
         rep.headline(
             format!("controller: {n} VMs Running after one `kubectl apply`, {mode} mode"),
@@ -172,7 +178,7 @@ fn main() {
         drop(sidecar);
     }
     rep.note(format!(
-        "`cargo bench -p virtualization-controller --bench vm200` ({} build), {n} `AlwaysOn` VMs through real virt-controller {} (kwok's Nodes, a virt-handler double); its sidecar's peak RSS is for the whole run so far.",
+        "`cargo bench -p virtualization-controller --bench vm200` ({} build), {n} `AlwaysOn` VMs through real virt-controller and virt-api {} (kwok's Nodes, a virt-handler double); the KubeVirt sidecars' CPU is what each mode cost them, their peak RSS for the whole run so far.",
         if cfg!(debug_assertions) { "debug" } else { "release" },
         kubevirt.get("KUBEVIRT_VERSION")
     ));
