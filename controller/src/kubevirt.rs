@@ -78,6 +78,40 @@ pub fn vmi_resource() -> ApiResource {
     )
 }
 
+/// `kubevirt.io/v1` `VirtualMachineInstanceMigration`.
+pub fn migration_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstanceMigration"),
+        "virtualmachineinstancemigrations",
+    )
+}
+
+/// The name of the migration a Migrate operation named `op` creates.
+pub fn migration_name(op: &str) -> String {
+    format!("vmop-{op}")
+}
+
+/// The VirtualMachineInstanceMigration of the Migrate operation `op` (name and uid) for the
+/// instance `vmi`, owned by the operation (so it goes with it).
+pub fn migration(op: &str, op_uid: &str, vmi: &str) -> Value {
+    json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceMigration",
+        "metadata": {
+            "name": migration_name(op),
+            "ownerReferences": [{
+                "apiVersion": "virtualization.deckhouse.io/v1alpha2",
+                "kind": "VirtualMachineOperation",
+                "name": op,
+                "uid": op_uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": {"vmiName": vmi},
+    })
+}
+
 /// The KubeVirt `runStrategy` of a run policy. `AlwaysOnUnlessStoppedManually` is `Manual`;
 /// the controller sends the Start itself when the VM is created.
 pub fn run_strategy(policy: RunPolicy) -> &'static str {

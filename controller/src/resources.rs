@@ -304,7 +304,7 @@ pub struct Condition {
     pub observed_generation: Option<i64>,
 }
 
-/// An operation on a VM: start, stop or restart it.
+/// An operation on a VM: start, stop, restart or migrate it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "virtualization.deckhouse.io",
@@ -337,6 +337,8 @@ pub enum OperationType {
     Stop,
     /// Stop, then start, a running VM.
     Restart,
+    /// Move a running VM to another node (a KubeVirt VirtualMachineInstanceMigration).
+    Migrate,
 }
 
 /// What the controller reports about an operation.

@@ -1,10 +1,11 @@
 //! Reconcile of a `VirtualMachineOperation`: Start, Stop or Restart sent as KubeVirt
-//! `stateChangeRequests`, then followed until the VM gets there.
+//! `stateChangeRequests`, Migrate as a KubeVirt `VirtualMachineInstanceMigration`, then followed
+//! until the VM gets there.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
@@ -33,6 +34,8 @@ pub enum Step {
     /// Send these requests, then wait (phase InProgress); `stopped` is the instance a restart
     /// stops.
     Send(Vec<Value>, Option<String>),
+    /// Create the operation's migration of the running instance, then wait (phase InProgress).
+    Migrate,
     /// Wait for the VM to get there.
     Wait(&'static str),
 }
@@ -44,6 +47,8 @@ pub struct Instance<'a> {
     pub uid: &'a str,
     /// Whether its phase is Running.
     pub running: bool,
+    /// The phase of this operation's migration, once it exists (`""` before KubeVirt sets one).
+    pub migration: Option<&'a str>,
 }
 
 /// Decides the next step of operation `op` of type `t` on a VM with `policy` whose instance is
@@ -92,8 +97,28 @@ pub fn decide(
                     vec![kubevirt::stop_request(Some(i.uid)), kubevirt::start_request()],
                     Some(i.uid.to_owned()),
                 ),
+                (Migrate, Some(i)) if i.running => Step::Migrate,
+                (Migrate, _) => Step::Finish(
+                    Failed,
+                    "VirtualMachineNotRunning",
+                    "only a running VirtualMachine can be migrated".into(),
+                ),
             }
         }
+        InProgress if t == Migrate => match vmi.map(|i| i.migration) {
+            None => Step::Finish(
+                Failed,
+                "VirtualMachineNotRunning",
+                "the VirtualMachine stopped during the migration".into(),
+            ),
+            Some(Some("Succeeded")) => Step::Finish(Completed, "OperationCompleted", "Migrate done".into()),
+            Some(Some("Failed")) => Step::Finish(
+                Failed,
+                "MigrationFailed",
+                "KubeVirt reports the migration failed".into(),
+            ),
+            Some(_) => Step::Wait("waiting for the migration"),
+        },
         InProgress => {
             let done = match (t, vmi) {
                 (Start, Some(i)) => i.running,
@@ -108,6 +133,7 @@ pub fn decide(
                     Start => "waiting for the VirtualMachine to run",
                     Stop => "waiting for the VirtualMachine to stop",
                     Restart => "waiting for a new instance to run",
+                    Migrate => "waiting for the migration",
                 })
             }
         }
@@ -172,9 +198,19 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
         .await?
         .filter(|i| i.meta().deletion_timestamp.is_none());
     let uid = vmi.as_ref().and_then(|i| i.uid());
+    let vmims: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &kubevirt::migration_resource());
+    let migration = match op.spec.type_ {
+        OperationType::Migrate => vmims.get_opt(&kubevirt::migration_name(&op.name_any())).await?,
+        _ => None,
+    };
+    let migration_phase = migration
+        .as_ref()
+        .map(|m| m.data["status"]["phase"].as_str().unwrap_or_default());
     let instance = vmi.as_ref().map(|i| Instance {
         uid: uid.as_deref().unwrap_or_default(),
         running: i.data["status"]["phase"] == "Running",
+        migration: migration_phase,
     });
     match decide(op.spec.type_, &status, vm.spec.run_policy, instance) {
         Step::Done => Ok(Action::await_change()),
@@ -213,6 +249,27 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
             )
             .await?;
             Ok(Action::requeue(Duration::from_secs(10)))
+        }
+        Step::Migrate => {
+            let m = kubevirt::migration(&op.name_any(), &op.uid().unwrap_or_default(), vm_name);
+            let m: DynamicObject = serde_json::from_value(m)?;
+            match vmims.create(&PostParams::default(), &m).await {
+                Ok(_) => {}
+                // Created by an earlier pass whose status write was lost.
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+            write(
+                &ops,
+                &op,
+                OperationPhase::InProgress,
+                "MigrationCreated",
+                false,
+                format!("VirtualMachineInstanceMigration {} created", m.name_any()),
+                None,
+            )
+            .await?;
+            Ok(Action::requeue(Duration::from_secs(5)))
         }
         Step::Wait(message) => {
             write(
@@ -304,6 +361,7 @@ mod tests {
     const RUNNING: Instance<'static> = Instance {
         uid: "a",
         running: true,
+        migration: None,
     };
 
     #[test]
@@ -380,15 +438,54 @@ mod tests {
             Step::Wait(_)
         ));
         assert!(matches!(decide(Restart, &restart, p, None), Step::Wait(_)));
-        let new = Instance {
-            uid: "b",
-            running: true,
-        };
+        let new = Instance { uid: "b", ..RUNNING };
         assert!(matches!(
             decide(Restart, &restart, p, Some(new)),
             Step::Finish(Completed, ..)
         ));
         assert_eq!(decide(Start, &st(Completed, None), p, None), Step::Done);
         assert_eq!(decide(Start, &st(Failed, None), p, None), Step::Done);
+    }
+
+    #[test]
+    fn migrate_creates_a_migration_and_follows_it() {
+        let p = RunPolicy::AlwaysOn;
+        let fresh = VirtualMachineOperationStatus::default();
+        assert_eq!(decide(Migrate, &fresh, p, Some(RUNNING)), Step::Migrate);
+        let stopped = Instance {
+            running: false,
+            ..RUNNING
+        };
+        for vmi in [None, Some(stopped)] {
+            assert!(matches!(
+                decide(Migrate, &fresh, p, vmi),
+                Step::Finish(Failed, "VirtualMachineNotRunning", _)
+            ));
+        }
+        let wip = st(InProgress, None);
+        let with = |phase| {
+            Some(Instance {
+                migration: phase,
+                ..RUNNING
+            })
+        };
+        for phase in [None, Some(""), Some("Scheduling"), Some("Running")] {
+            assert!(
+                matches!(decide(Migrate, &wip, p, with(phase)), Step::Wait(_)),
+                "{phase:?}"
+            );
+        }
+        assert!(matches!(
+            decide(Migrate, &wip, p, with(Some("Succeeded"))),
+            Step::Finish(Completed, ..)
+        ));
+        assert!(matches!(
+            decide(Migrate, &wip, p, with(Some("Failed"))),
+            Step::Finish(Failed, "MigrationFailed", _)
+        ));
+        assert!(matches!(
+            decide(Migrate, &wip, p, None),
+            Step::Finish(Failed, "VirtualMachineNotRunning", _)
+        ));
     }
 }

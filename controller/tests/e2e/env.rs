@@ -30,6 +30,11 @@ pub const UP_KVVM: &str = "internalvirtualizationvirtualmachines.internal.virtua
 pub const UP_VMI: &str = "internalvirtualizationvirtualmachineinstances.internal.virtualization.deckhouse.io";
 /// KubeVirt's `vm.kubevirt.io/name` label as kube-apiserver stores it.
 pub const UP_NAME_LABEL: &str = "vm.kubevirt.internal.virtualization.deckhouse.io/name";
+/// KubeVirt's migrations as kube-apiserver stores them.
+pub const UP_VMIM: &str =
+    "internalvirtualizationvirtualmachineinstancemigrations.internal.virtualization.deckhouse.io";
+/// The label virt-controller puts on a migration's target Pod, as stored.
+pub const UP_MIGRATION_LABEL: &str = "kubevirt.internal.virtualization.deckhouse.io/migrationJobUID";
 /// The longest any state is waited for: far beyond what a passing run needs (seconds), so a
 /// loaded machine does not fail the test.
 const WAIT: Duration = Duration::from_secs(90);

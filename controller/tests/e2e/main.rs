@@ -52,6 +52,7 @@ const CASES: &[(&str, Case)] = &[
     ("lifecycle", vm::lifecycle),
     ("run_policy", vm::run_policy),
     ("operations", vmop::operations),
+    ("migrate", vmop::migrate),
     ("spec_change", vm::spec_change),
     ("invalid_spec", vm::invalid_spec),
     ("hand_edit", vm::hand_edit),

@@ -1,5 +1,7 @@
-//! VirtualMachineOperations: Start, Stop and Restart complete, and the ones that cannot be done
-//! fail with a condition saying why.
+//! VirtualMachineOperations: Start, Stop and Restart complete, Migrate hands a migration to
+//! real virt-controller, and the ones that cannot be done fail with a condition saying why.
+
+use kube_api_rewriter_testkit::{ok, parse_json};
 
 use crate::env::*;
 
@@ -24,6 +26,64 @@ pub fn operations(env: &Env) {
     env.wait_vm(ns, "o", "Running", running);
     let after = env.get(UP_VMI, ns, "o").expect("instance")["metadata"]["uid"].clone();
     assert_ne!(before, after, "a restart makes a new instance");
+}
+
+/// A Migrate operation creates a VirtualMachineInstanceMigration (stored renamed, owned by the
+/// operation) that real virt-controller acts on: a target virt-launcher Pod, which the scheduler
+/// places on the other kwok Node. The migration itself needs virt-handler on both Nodes, so the
+/// operation stays InProgress; deleting it deletes the migration through the garbage collector.
+pub fn migrate(env: &Env) {
+    let ns = env.namespace("mig");
+    let ns = ns.as_str();
+    env.apply(&vm_yaml(ns, "m", "AlwaysOn", "256Mi"));
+    env.wait_vm(ns, "m", "Running", running);
+    let source = env.get(UP_VMI, ns, "m").expect("instance")["status"]["nodeName"]
+        .as_str()
+        .expect("a node")
+        .to_owned();
+    env.apply(&format!(
+        "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachineOperation\nmetadata: {{name: move, namespace: {ns}}}\nspec: {{type: Migrate, virtualMachineName: m}}\n"
+    ));
+    let vmim = env.wait("the migration", || {
+        env.get(UP_VMIM, ns, "vmop-move")
+            .ok_or_else(|| "no migration".to_owned())
+    });
+    assert_eq!(vmim["spec"]["vmiName"], "m", "{vmim}");
+    assert_eq!(
+        vmim["metadata"]["ownerReferences"][0]["kind"], "VirtualMachineOperation",
+        "{vmim}"
+    );
+    let target = env.wait("a target Pod on the other Node", || {
+        let pods = parse_json(&ok(&env.cp.kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-l",
+            UP_MIGRATION_LABEL,
+            "-o",
+            "json",
+        ])));
+        pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|p| p["spec"]["nodeName"].as_str().map(str::to_owned))
+            .ok_or_else(|| pods.to_string())
+    });
+    assert_ne!(target, source, "the target Pod is on the source Node");
+    let op = env.get(VMOP, ns, "move").expect("operation");
+    assert_eq!(op["status"]["phase"], "InProgress", "{op}");
+    ok(&env.cp.kubectl(&["delete", VMOP, "move", "-n", ns]));
+    // The garbage collector deletes it with its operation; KubeVirt's finalizer then waits for
+    // virt-handler to abort the handed-off migration, which no double does.
+    env.wait("the migration deleted with its operation", || {
+        let m = env.get(UP_VMIM, ns, "vmop-move");
+        match m {
+            Some(m) if m["metadata"]["deletionTimestamp"].is_null() => Err(m["metadata"].to_string()),
+            _ => Ok(()),
+        }
+    });
 }
 
 /// Operations that cannot be done fail with a condition saying why.

@@ -7,7 +7,8 @@
 //! For each `kubevirt.io/v1` VirtualMachineInstance:
 //! - once virt-controller has it `Scheduled` on a Node (its virt-launcher Pod runs there), the
 //!   domain "starts": phase `Running`, conditions `Ready` and `LiveMigratable`, the guest agent
-//!   connected, an interface address;
+//!   connected, an interface address, and the SELinux context (`none`: virt-controller hands a
+//!   migration on only once it is known);
 //! - once it is being deleted and not yet final, the domain "shuts down": phase `Succeeded`, so
 //!   virt-controller removes its finalizer.
 
@@ -73,5 +74,6 @@ fn next_status(vmi: &DynamicObject) -> Option<Value> {
         "conditions": [cond("Ready"), cond("LiveMigratable"), cond("AgentConnected")],
         "interfaces": [{"name": "default", "interfaceName": "eth0", "ipAddress": "10.244.0.10", "podInterfaceName": "eth0"}],
         "guestOSInfo": {"id": "simulated", "name": "Simulated guest"},
+        "selinuxContext": "none",
     }))
 }
