@@ -19,7 +19,7 @@ ETCD_BIN="$(scripts/go-build.sh etcd)/etcd"
 export KUBE_BIN_DIR ETCD_BIN
 "$KUBE_BIN_DIR/kube-apiserver" --version >&2
 
-step "KubeVirt (virt-controller, CRDs) and kwok, from Go modules (cached builds)"
+step "KubeVirt (virt-api, virt-controller, their CRDs and webhooks) and kwok, from Go modules (cached builds)"
 KUBEVIRT_BIN_DIR="$(scripts/go-build.sh kubevirt)"
 KWOK_DIR="$(scripts/go-build.sh kwok)"
 export KUBEVIRT_BIN_DIR KWOK_DIR
