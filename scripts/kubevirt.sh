@@ -70,11 +70,37 @@ kubectl_cp() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$CP/admin.kubeconfig" "$@";
 # kubectl_kv ARGS...: kubectl through the admin sidecar (original names)
 kubectl_kv() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KV/admin-sidecar.kubeconfig" "$@"; }
 
+# wait_ready NAME CHECK...: runs CHECK every 0.25 s until it succeeds; dies with the tail of
+# KV/NAME.log when the process of KV/NAME.pid exits or READY_TIMEOUT passes.
+wait_ready() {
+  local name=$1 i
+  shift
+  for (( i = 0; i < READY_TIMEOUT * 4; i++ )); do
+    "$@" && return 0
+    kill -0 "$(read_pid "$KV/$name.pid")" 2>/dev/null || { tail -n 20 "$KV/$name.log" >&2; die "$name exited"; }
+    sleep 0.25
+  done
+  tail -n 20 "$KV/$name.log" >&2
+  die "$name not ready within ${READY_TIMEOUT}s"
+}
+
+# http_ok URL [CURL_ARGS...]: whether URL answers 200.
+http_ok() {
+  local url=$1
+  shift
+  [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$@" "$url" || true) == 200 ]]
+}
+
+# kwok_nodes_ready: whether every Node of kwok's is Ready.
+kwok_nodes_ready() {
+  [[ $(kubectl_cp get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}') == "True True " ]]
+}
+
 # start_sidecar NAME [KUBECONFIG [ENV...]]: a kube-api-rewriter with the KubeVirt rules on a free
 # loopback port, upstream as KUBECONFIG's user (default admin), with more environment ENV...;
 # writes KV/NAME.kubeconfig for its client and waits for /readyz.
 start_sidecar() {
-  local name=$1 upstream=${2:-$CP/admin.kubeconfig} port mon i code
+  local name=$1 upstream=${2:-$CP/admin.kubeconfig} port mon
   shift; (( $# )) && shift
   port=$(free_port "${TAKEN[@]}"); TAKEN+=("$port")
   mon=$(free_port "${TAKEN[@]}"); TAKEN+=("$mon")
@@ -92,13 +118,7 @@ users: [{name: client, user: {}}]
 contexts: [{name: sidecar, context: {cluster: sidecar, user: client}}]
 current-context: sidecar
 EOF
-  for (( i = 0; i < READY_TIMEOUT * 4; i++ )); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$mon/readyz" || true)
-    [[ $code == 200 ]] && break
-    kill -0 "$(read_pid "$KV/$name.pid")" 2>/dev/null || { tail -n 20 "$KV/$name.log" >&2; die "sidecar $name exited"; }
-    sleep 0.25
-  done
-  [[ $code == 200 ]] || die "sidecar $name: /readyz $code after ${READY_TIMEOUT}s"
+  wait_ready "$name" http_ok "http://127.0.0.1:$mon/readyz"
   printf -v "SIDECAR_PORT_${name//-/_}" '%s' "$port"
   printf -v "SIDECAR_MON_${name//-/_}" '%s' "$mon"
 }
@@ -130,7 +150,7 @@ EOF
 }
 
 start_kwok() {
-  local n i ready
+  local n
   log "starting kwok with Nodes $NODES"
   launch "$KV/kwok.pid" "$KV/kwok.log" "$KWOK_DIR/kwok" --config "$KWOK_DIR/stages.yaml" \
     --kubeconfig "$CP/admin.kubeconfig" \
@@ -153,13 +173,7 @@ EOF
   done
   # kwok's node stage keeps the status it finds; the capacity is set once kwok has initialised
   # the Node (Ready).
-  for (( i = 0; i < READY_TIMEOUT * 4; i++ )); do
-    ready=$(kubectl_cp get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}')
-    [[ $ready == "True True " ]] && break
-    kill -0 "$(read_pid "$KV/kwok.pid")" 2>/dev/null || { tail -n 20 "$KV/kwok.log" >&2; die "kwok exited"; }
-    sleep 0.25
-  done
-  [[ $ready == "True True " ]] || die "kwok's Nodes not Ready after ${READY_TIMEOUT}s: ${ready:-none}"
+  wait_ready kwok kwok_nodes_ready
   local res='"cpu":"16","memory":"64Gi","pods":"110","ephemeral-storage":"200Gi","devices.kubevirt.io/kvm":"1k","devices.kubevirt.io/tun":"1k","devices.kubevirt.io/vhost-net":"1k"'
   for n in $NODES; do
     kubectl_cp patch node "$n" --subresource=status --type=merge \
@@ -208,7 +222,7 @@ pki() {
 }
 
 start_virt_api() {
-  local port wh i code
+  local port wh
   port=$(free_port "${TAKEN[@]}"); TAKEN+=("$port")
   wh=$(free_port "${TAKEN[@]}"); TAKEN+=("$wh")
   start_sidecar virt-api-sidecar "$KV/kubevirt-apiserver.kubeconfig" \
@@ -224,14 +238,8 @@ start_virt_api() {
     --handler-cert-file "$KV/pki/virt-api.crt" --handler-key-file "$KV/pki/virt-api.key" \
     --ca-configmap-name kubevirt-ca
   # It serves TLS once its informers have synced and it holds its certificate.
-  for (( i = 0; i < READY_TIMEOUT * 4; i++ )); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$KV/pki/ca.crt" \
-      "https://127.0.0.1:$port/apis/subresources.kubevirt.io/v1/healthz" || true)
-    [[ $code == 200 ]] && break
-    kill -0 "$(read_pid "$KV/virt-api.pid")" 2>/dev/null || { tail -n 20 "$KV/virt-api.log" >&2; die "virt-api exited"; }
-    sleep 0.25
-  done
-  [[ $code == 200 ]] || { tail -n 20 "$KV/virt-api.log" >&2; die "virt-api: healthz $code after ${READY_TIMEOUT}s"; }
+  wait_ready virt-api http_ok "https://127.0.0.1:$port/apis/subresources.kubevirt.io/v1/healthz" \
+    --cacert "$KV/pki/ca.crt"
   VIRT_API_PORT=$port
   VIRT_API_WEBHOOK_PORT=$wh
   "$KUBEVIRT_BIN_DIR/kubevirt-webhooks" -url "https://127.0.0.1:$wh" -ca-bundle "$KV/pki/ca.crt" \
@@ -241,7 +249,7 @@ start_virt_api() {
 }
 
 start_virt_controller() {
-  local port i code
+  local port
   start_sidecar virt-controller-sidecar "$KV/kubevirt-controller.kubeconfig"
   port=$(free_port "${TAKEN[@]}"); TAKEN+=("$port")
   log "starting virt-controller"
@@ -252,13 +260,7 @@ start_virt_controller() {
     --listen 127.0.0.1 --port "$port"
   # Its HTTPS endpoints wait for a certificate virt-operator would issue; it is ready once it
   # holds the Lease and has started its controllers (after its informers synced).
-  for (( i = 0; i < READY_TIMEOUT * 4; i++ )); do
-    grep -q 'Starting VirtualMachine controller' "$KV/virt-controller.log" && return 0
-    kill -0 "$(read_pid "$KV/virt-controller.pid")" 2>/dev/null || { tail -n 20 "$KV/virt-controller.log" >&2; die "virt-controller exited"; }
-    sleep 0.25
-  done
-  tail -n 20 "$KV/virt-controller.log" >&2
-  die "virt-controller started no controllers within ${READY_TIMEOUT}s"
+  wait_ready virt-controller grep -q 'Starting VirtualMachine controller' "$KV/virt-controller.log"
 }
 
 write_env() {
