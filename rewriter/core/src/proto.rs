@@ -4,8 +4,9 @@
 //! `runtime.Unknown` whose `raw` field holds the object. Without schemas for every kind, the
 //! rewriter reads the wire format generically and rewrites only what it knows exactly: the
 //! object's `metadata` (field 1 of every kind: labels, annotations, finalizers, owner
-//! references, managed fields) and the `resourceAttributes` of access reviews (so that
-//! `kubectl auth can-i` works through the proxy). A kind whose rule locations go beyond those
+//! references, managed fields), the `resourceAttributes` of access reviews (so that
+//! `kubectl auth can-i` works through the proxy) and the `spec.group` of APIServices (which
+//! virt-operator's aggregator client sends as protobuf). A kind whose rule locations go beyond those
 //! is refused with [`Error::UnsupportedMediaType`] rather than passed on half rewritten.
 //!
 //! Field numbers are Kubernetes' (`k8s.io/api` and `k8s.io/apimachinery` `generated.proto`).
@@ -48,7 +49,8 @@ pub fn rewrite(rules: &Rules, dir: Direction, body: &[u8]) -> Result<Vec<u8>> {
     }
     let group = api_version.split_once('/').map_or("", |(g, _)| g);
     let review = group == "authorization.k8s.io" && ACCESS_REVIEWS.contains(&kind.as_str());
-    if !review && !rules.plans.is_metadata_only(group, &kind) {
+    let api_service = group == "apiregistration.k8s.io" && kind == "APIService";
+    if !review && !api_service && !rules.plans.is_metadata_only(group, &kind) {
         return Err(Error::UnsupportedMediaType(format!(
             "application/vnd.kubernetes.protobuf ({kind}: send it as JSON, the rules rewrite more than its metadata)"
         )));
@@ -58,6 +60,15 @@ pub fn rewrite(rules: &Rules, dir: Direction, body: &[u8]) -> Result<Vec<u8>> {
             1 => edit(o.bytes()?, |m| metadata(rules, dir, m)),
             2 if review => edit(o.bytes()?, |s| match s.num {
                 1 => resource_attributes(rules, dir, s.bytes()?),
+                _ => Ok(None),
+            }),
+            // APIServiceSpec: 2 group.
+            2 if api_service => edit(o.bytes()?, |s| match s.num {
+                2 => {
+                    let g = s.string()?;
+                    let n = gvk::rewrite_group(rules, dir, g, None);
+                    Ok((n != g).then(|| n.as_bytes().to_vec()))
+                }
                 _ => Ok(None),
             }),
             _ => Ok(None),
@@ -395,6 +406,53 @@ mod tests {
             [&b"internalvirtualizationvirtualmachines"[..]]
         );
         assert_eq!(find(raw, &[2, 1, 2]), [&b"list"[..]]);
+    }
+
+    /// An APIService as virt-operator's aggregator client sends it: its labels and, where the
+    /// rules rename it, its spec.group.
+    #[test]
+    fn rewrites_api_service_labels_and_group() {
+        let mut label = Vec::new();
+        put_bytes(&mut label, 1, b"kubevirt.io");
+        put_bytes(&mut label, 2, b"virt-api-aggregator");
+        let mut meta = Vec::new();
+        put_bytes(&mut meta, 1, b"v1.subresources.kubevirt.io");
+        put_bytes(&mut meta, 11, &label);
+        let mut spec = Vec::new();
+        put_bytes(&mut spec, 2, b"subresources.kubevirt.io");
+        put_bytes(&mut spec, 3, b"v1");
+        let mut obj = Vec::new();
+        put_bytes(&mut obj, 1, &meta);
+        put_bytes(&mut obj, 2, &spec);
+        let body = envelope("apiregistration.k8s.io/v1", "APIService", &obj);
+
+        let kubevirt = Rules::builtin_kubevirt();
+        let out = rewrite(&kubevirt, Direction::Rename, &body).expect("rewritten");
+        let raw = &find(&out[MAGIC.len()..], &[2])[0];
+        assert_eq!(
+            find(raw, &[1, 11, 1]),
+            [&b"kubevirt.internal.virtualization.deckhouse.io"[..]]
+        );
+        // The KubeVirt rules leave subresources.kubevirt.io alone.
+        assert_eq!(find(raw, &[2, 2]), [&b"subresources.kubevirt.io"[..]]);
+        assert_eq!(
+            rewrite(&kubevirt, Direction::Restore, &out).expect("restored"),
+            body
+        );
+
+        let api = Rules::parse(&[crate::rules::Source {
+            name: "rules/virtualization-api.yaml",
+            text: include_str!("../../../rules/virtualization-api.yaml"),
+        }])
+        .expect("rules");
+        let mut spec = Vec::new();
+        put_bytes(&mut spec, 2, b"subresources.virtualization.deckhouse.io");
+        let mut obj = Vec::new();
+        put_bytes(&mut obj, 2, &spec);
+        let body = envelope("apiregistration.k8s.io/v1", "APIService", &obj);
+        let out = rewrite(&api, Direction::Rename, &body).expect("rewritten");
+        let raw = &find(&out[MAGIC.len()..], &[2])[0];
+        assert_eq!(find(raw, &[2, 2]), [&b"subresources.kubevirt.io"[..]]);
     }
 
     #[test]
