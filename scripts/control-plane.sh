@@ -209,6 +209,8 @@ write_apiserver_args() {
     "--service-account-signing-key-file=$pki/sa.key"
     "--token-auth-file=$DIR/tokens.csv"
     --authorization-mode=RBAC
+    # As kubeadm and most clusters: virt-handler's DaemonSet is privileged.
+    --allow-privileged=true
     --service-cluster-ip-range=10.0.0.0/24
     --endpoint-reconciler-type=none
     "--requestheader-client-ca-file=$pki/front-proxy-ca.crt"

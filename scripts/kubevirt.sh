@@ -5,7 +5,8 @@
 #
 # Usage:
 #   scripts/kubevirt.sh up DIR     DIR: a running control plane's directory; state in DIR/kubevirt
-#   scripts/kubevirt.sh down DIR   stop what `up` started; safe to repeat
+#   scripts/kubevirt.sh install DIR  instead of `up`: virt-operator installs KubeVirt (below)
+#   scripts/kubevirt.sh down DIR   stop what `up` or `install` started; safe to repeat
 #
 # `up` starts, in order:
 #   - an admin sidecar (admin's kubeconfig, the KubeVirt rules), through which KubeVirt's CRDs
@@ -31,6 +32,17 @@
 # VIRT_API_CLIENT_CERT/KEY (a client certificate of the requestheader CA virt-api trusts, for a
 # caller that speaks to virt-api's subresources directly).
 #
+# `install` runs virt-operator the way a cluster does, behind a sidecar of its own (as
+# kubevirt-operator): the admin sidecar applies KubeVirt's own CRD only; kwok; virt-operator's
+# KubeVirt CR; virt-operator's install-strategy Job, whose command (virt-operator
+# --dump-install-strategy, with the Job's environment) this script runs where a kubelet would
+# (kwok runs no containers); from the install strategy it wrote, virt-operator creates KubeVirt's CRDs, RBAC,
+# certificates, Services, webhook configurations, the APIService, and the Deployments and
+# DaemonSet whose Pods kwok runs; `install` returns once the CR reports Deployed. Its webhooks
+# and APIService point at Services, which nothing serves here: this control plane then takes no
+# KubeVirt objects but the KubeVirt CR's status. `source DIR/kubevirt/env` exports
+# KV_KUBECONFIG, VIRT_OPERATOR_LOG, VIRT_OPERATOR_SIDECAR_LOG and the PIDs.
+#
 # Simulated: the Nodes and the Pods' containers (kwok); virt-handler is not run (it needs libvirt
 # and a hypervisor): a test double takes its part where a case needs a VMI to run.
 #
@@ -50,6 +62,10 @@ READY_TIMEOUT=${KAR_READY_TIMEOUT:-60}
 STOP_TIMEOUT=${KAR_STOP_TIMEOUT:-5}
 NODES="node-a node-b"
 COMPONENTS="admin-sidecar kwok virt-api-sidecar virt-api virt-controller-sidecar virt-controller virt-handler-sidecar"
+INSTALL_COMPONENTS="admin-sidecar kwok virt-operator-sidecar virt-operator"
+# The image virt-operator is told it runs as: its tag is the version it installs, its registry
+# that of the images it names (kwok pulls none).
+OPERATOR_IMAGE=registry.simulated/kubevirt/virt-operator
 # The names virt-launcher Pods select on, as kube-apiserver stores them under the rules (on a
 # cluster virt-handler's node labeller sets them): schedulable, and the q35 machine type virt-api
 # gives a VM by default.
@@ -217,7 +233,11 @@ pki() {
         -days 3650 -extfile "$d/server.ext" -out "$d/$name.crt" 2>/dev/null
     done
   fi
-  kubectl_cp -n kubevirt create configmap kubevirt-ca "--from-file=ca-bundle=$d/ca.crt" \
+}
+
+# kubevirt_ca_configmap: the kubevirt-ca ConfigMap (virt-operator's, where it runs) from pki's CA.
+kubevirt_ca_configmap() {
+  kubectl_cp -n kubevirt create configmap kubevirt-ca "--from-file=ca-bundle=$KV/pki/ca.crt" \
     --dry-run=client -o yaml | kubectl_cp apply -f - >/dev/null
 }
 
@@ -263,6 +283,115 @@ start_virt_controller() {
   wait_ready virt-controller grep -q 'Starting VirtualMachine controller' "$KV/virt-controller.log"
 }
 
+# apply_kubevirt_crd: KubeVirt's own CRD (kubevirts.kubevirt.io), what a cluster applies with
+# virt-operator's manifest; virt-operator creates the others.
+apply_kubevirt_crd() {
+  "$KUBEVIRT_BIN_DIR/kubevirt-crds" | awk '/^---/ { if (keep) print doc; doc = ""; keep = 0; next }
+    { doc = doc $0 "\n" } /^  name: kubevirts\.kubevirt\.io$/ { keep = 1 }
+    END { if (keep) print doc }' >"$KV/kubevirt-crd.yaml"
+  grep -q 'name: kubevirts.kubevirt.io' "$KV/kubevirt-crd.yaml" || die "kubevirt-crds printed no kubevirts.kubevirt.io"
+  log "applying KubeVirt's CRD kubevirts.kubevirt.io through the admin sidecar"
+  kubectl_kv apply --server-side -f "$KV/kubevirt-crd.yaml" >/dev/null
+  kubectl_kv wait --for condition=established --timeout="${READY_TIMEOUT}s" -f "$KV/kubevirt-crd.yaml" >/dev/null
+}
+
+# virt-operator's webhook server listens on 127.0.0.1:8444 (its port is fixed).
+OPERATOR_WEBHOOK_PORT=8444
+
+start_virt_operator() {
+  local port wh
+  wh=$(free_port "${TAKEN[@]}"); TAKEN+=("$wh")
+  # Webhook mode, as Deckhouse runs it: kube-apiserver's reviews of KubeVirt CRs reach
+  # virt-operator through the sidecar. Its listener starts with this script's certificate and
+  # serves virt-operator's own once virt-operator has issued it (sync_operator_certificate).
+  cp "$KV/pki/virt-api-webhook.crt" "$KV/pki/virt-operator-webhook.crt"
+  cp "$KV/pki/virt-api-webhook.key" "$KV/pki/virt-operator-webhook.key"
+  start_sidecar virt-operator-sidecar "$KV/kubevirt-operator.kubeconfig" \
+    "WEBHOOK_ADDRESS=https://127.0.0.1:$OPERATOR_WEBHOOK_PORT" \
+    "WEBHOOK_CERT_FILE=$KV/pki/virt-operator-webhook.crt" "WEBHOOK_KEY_FILE=$KV/pki/virt-operator-webhook.key" \
+    WEBHOOK_LISTEN_ADDRESS=127.0.0.1 "WEBHOOK_LISTEN_PORT=$wh"
+  OPERATOR_SIDECAR_WEBHOOK_PORT=$wh
+  port=$(free_port "${TAKEN[@]}"); TAKEN+=("$port")
+  log "starting virt-operator"
+  : >"$KV/virt-operator.log"
+  launch "$KV/virt-operator.pid" "$KV/virt-operator.log" env -u KUBERNETES_SERVICE_HOST \
+    "VIRT_OPERATOR_IMAGE=$OPERATOR_IMAGE:$KUBEVIRT_VERSION" "$KUBEVIRT_BIN_DIR/virt-operator" \
+    --kubeconfig "$KV/virt-operator-sidecar.kubeconfig" --listen 127.0.0.1 --port "$port"
+  wait_ready virt-operator grep -q 'Started leading' "$KV/virt-operator.log"
+}
+
+# operator_certificate: whether virt-operator has made its CA (Secret kubevirt-ca); if so, the
+# sidecar's webhook listener gets a certificate for 127.0.0.1 signed by it (the sidecar reloads
+# changed files). On a cluster kube-apiserver calls the Service, whose name is in
+# virt-operator's own certificate; here it calls the listener's address.
+operator_certificate() {
+  local d=$KV/pki crt key
+  crt=$(kubectl_cp -n kubevirt get secret kubevirt-ca -o jsonpath='{.data.tls\.crt}' 2>/dev/null) || return 1
+  key=$(kubectl_cp -n kubevirt get secret kubevirt-ca -o jsonpath='{.data.tls\.key}' 2>/dev/null) || return 1
+  [[ -n $crt && -n $key ]] || return 1
+  base64 -d <<<"$crt" >"$d/operator-ca.crt"
+  base64 -d <<<"$key" >"$d/operator-ca.key"
+  openssl x509 -req -in "$d/virt-api-webhook.csr" -CA "$d/operator-ca.crt" -CAkey "$d/operator-ca.key" \
+    -CAcreateserial -days 30 -extfile "$d/server.ext" -out "$d/virt-operator-webhook.crt.new" 2>/dev/null
+  mv "$d/virt-operator-webhook.crt.new" "$d/virt-operator-webhook.crt"
+}
+
+# kubevirt_cr: the KubeVirt CR for `install`, without the common instance types. virt-operator
+# points its webhooks at Services;
+# its own customizeComponents patches point virt-operator's at the sidecar's webhook listener
+# (the caBundle is the kubevirt-ca virt-operator injects).
+kubevirt_cr() {
+  local base="https://127.0.0.1:$OPERATOR_SIDECAR_WEBHOOK_PORT" i path patch=""
+  i=0
+  for path in /kubevirt-validate-delete /kubevirt-validate-update /kubevirt-validate-create; do
+    patch+="${patch:+,}{\"op\":\"replace\",\"path\":\"/webhooks/$i/clientConfig\",\"value\":{\"url\":\"$base$path\"}}"
+    i=$(( i + 1 ))
+  done
+  cat <<EOF
+apiVersion: kubevirt.io/v1
+kind: KubeVirt
+metadata: {name: kubevirt, namespace: kubevirt}
+spec:
+  configuration:
+    developerConfiguration: {useEmulation: true}
+    # virt-api's webhooks review them, and virt-api does not run in this mode.
+    commonInstancetypesDeployment: {enabled: false}
+  customizeComponents:
+    patches:
+      - resourceType: ValidatingWebhookConfiguration
+        resourceName: virt-operator-validator
+        type: json
+        patch: '[$patch]'
+EOF
+}
+
+# install_strategy_job_env: the environment of virt-operator's install-strategy Job, one
+# NAME=VALUE a line (read through the admin sidecar: original names); fails until it exists.
+install_strategy_job_env() {
+  kubectl_kv -n kubevirt get jobs -l kubevirt.io/install-strategy -o \
+    jsonpath='{range .items[0].spec.template.spec.containers[0].env[*]}{.name}={.value}{"\n"}{end}' \
+    >"$KV/install-strategy-job.env" 2>/dev/null && grep -q '^TARGET_DEPLOYMENT_CONFIG=' "$KV/install-strategy-job.env"
+}
+
+# run_install_strategy_job: what the kubelet would run for virt-operator's install-strategy Job
+# (kwok runs no containers): its command, virt-operator --dump-install-strategy, with its
+# environment, through virt-operator's sidecar; it writes the install strategy ConfigMap.
+run_install_strategy_job() {
+  local -a jobenv
+  wait_ready virt-operator install_strategy_job_env
+  mapfile -t jobenv <"$KV/install-strategy-job.env"
+  log "running virt-operator's install-strategy Job (virt-operator --dump-install-strategy)"
+  env -u KUBERNETES_SERVICE_HOST "${jobenv[@]}" "$KUBEVIRT_BIN_DIR/virt-operator" \
+    --kubeconfig "$KV/virt-operator-sidecar.kubeconfig" --dump-install-strategy \
+    >"$KV/install-strategy-job.log" 2>&1 \
+    || { tail -n 20 "$KV/install-strategy-job.log" >&2; die "the install-strategy Job's command failed"; }
+}
+
+# kubevirt_deployed: whether the KubeVirt CR reports Deployed.
+kubevirt_deployed() {
+  [[ $(kubectl_kv -n kubevirt get kubevirt kubevirt -o jsonpath='{.status.phase}' 2>/dev/null) == Deployed ]]
+}
+
 write_env() {
   {
     echo "# generated by scripts/kubevirt.sh; source it"
@@ -290,7 +419,8 @@ write_env() {
   } >"$KV/env"
 }
 
-cmd_up() {
+# prepare DIR: the control plane's env, KV, the binaries; dies when KubeVirt already runs there.
+prepare() {
   CP=$(cd "$1" && pwd)
   [[ -f $CP/env ]] || die "$CP/env not found: start the control plane first (scripts/control-plane.sh up $CP)"
   # shellcheck source=/dev/null
@@ -298,7 +428,7 @@ cmd_up() {
   KV=$CP/kubevirt
   if [[ -f $KV/env ]]; then
     local p name
-    for p in $COMPONENTS; do
+    for p in $COMPONENTS $INSTALL_COMPONENTS; do
       name=$p; [[ $p == *-sidecar ]] && name=kube-api-rewriter
       if pid_alive "$(read_pid "$KV/$p.pid")" "$name"; then
         die "KubeVirt in $KV is already running; run '$0 down $CP' first"
@@ -316,6 +446,10 @@ cmd_up() {
   # go-build.sh names the directory VERSION-HASH.
   KUBEVIRT_VERSION=$(basename "$KUBEVIRT_BIN_DIR"); KUBEVIRT_VERSION=${KUBEVIRT_VERSION%%-*}
   TAKEN=("$APISERVER_PORT")
+}
+
+cmd_up() {
+  prepare "$1"
   local t0=$SECONDS
   start_sidecar admin-sidecar
   apply_crds
@@ -325,11 +459,54 @@ cmd_up() {
   service_account kubevirt-apiserver
   service_account kubevirt-handler
   pki
+  kubevirt_ca_configmap
   start_virt_api
   start_virt_controller
   start_sidecar virt-handler-sidecar "$KV/kubevirt-handler.kubeconfig"
   write_env
   log "up in $(( SECONDS - t0 )) s: KubeVirt $KUBEVIRT_VERSION behind the rewriter; source $KV/env"
+}
+
+cmd_install() {
+  prepare "$1"
+  local t0=$SECONDS p
+  start_sidecar admin-sidecar
+  apply_kubevirt_crd
+  # The rest of what virt-operator's release manifest holds besides its own Deployment and RBAC
+  # (its ServiceAccount is bound to cluster-admin here).
+  kubectl_kv apply -f - >/dev/null <<'EOF'
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: kubevirt-cluster-critical}
+value: 1000000000
+globalDefault: false
+description: "This priority class should be used for core kubevirt components only."
+EOF
+  kubectl_cp get namespace kubevirt >/dev/null 2>&1 || kubectl_cp create namespace kubevirt >/dev/null
+  start_kwok
+  # virt-operator places its Job and KubeVirt's Deployments on control-plane Nodes.
+  kubectl_cp label --overwrite node node-a node-role.kubernetes.io/control-plane= >/dev/null
+  service_account kubevirt-operator
+  pki
+  start_virt_operator
+  log "creating the KubeVirt CR; virt-operator installs KubeVirt"
+  kubevirt_cr | kubectl_kv apply -f - >/dev/null
+  run_install_strategy_job
+  wait_ready virt-operator operator_certificate
+  READY_TIMEOUT=$(( READY_TIMEOUT * 3 )) wait_ready virt-operator kubevirt_deployed
+  {
+    echo "# generated by scripts/kubevirt.sh install; source it"
+    echo "export KUBEVIRT_DIR=$KV"
+    echo "export KUBEVIRT_VERSION=$KUBEVIRT_VERSION"
+    echo "export KV_KUBECONFIG=$KV/admin-sidecar.kubeconfig"
+    echo "export KUBEVIRT_NODES='$NODES'"
+    echo "export VIRT_OPERATOR_LOG=$KV/virt-operator.log"
+    echo "export VIRT_OPERATOR_SIDECAR_LOG=$KV/virt-operator-sidecar.log"
+    for p in $INSTALL_COMPONENTS; do
+      echo "export $(echo "${p//-/_}" | tr '[:lower:]' '[:upper:]')_PID=$(read_pid "$KV/$p.pid")"
+    done
+  } >"$KV/env"
+  log "installed in $(( SECONDS - t0 )) s: virt-operator reports KubeVirt $KUBEVIRT_VERSION Deployed; source $KV/env"
 }
 
 cmd_down() {
@@ -342,6 +519,8 @@ cmd_down() {
     source "$CP/env"
     kubectl_cp delete --ignore-not-found --wait=false -f "$KV/webhooks.yaml" >/dev/null 2>&1 || true
   fi
+  stop_pid "$KV/virt-operator.pid" virt-operator
+  stop_pid "$KV/virt-operator-sidecar.pid" kube-api-rewriter
   stop_pid "$KV/virt-handler-sidecar.pid" kube-api-rewriter
   stop_pid "$KV/virt-controller.pid" virt-controller
   stop_pid "$KV/virt-api.pid" virt-api
@@ -354,6 +533,7 @@ cmd_down() {
 (( $# == 2 )) || usage
 case $1 in
   up) cmd_up "$2" ;;
+  install) cmd_install "$2" ;;
   down) cmd_down "$2" ;;
   *) usage ;;
 esac

@@ -21,14 +21,24 @@ impl KubeVirt {
     /// sidecars and `node_labels` (`KEY=VALUE`) on kwok's Nodes besides their own; panics with
     /// the script's output when it fails.
     pub fn up(cp: &ControlPlane, node_labels: &[&str]) -> KubeVirt {
-        let out = script("up", cp)
+        KubeVirt::run("up", cp, node_labels)
+    }
+
+    /// Runs `scripts/kubevirt.sh install` on `cp`: virt-operator behind its sidecar installs
+    /// KubeVirt from a KubeVirt CR; returns once the CR reports `Deployed`.
+    pub fn install(cp: &ControlPlane) -> KubeVirt {
+        KubeVirt::run("install", cp, &[])
+    }
+
+    fn run(cmd: &str, cp: &ControlPlane, node_labels: &[&str]) -> KubeVirt {
+        let out = script(cmd, cp)
             .env("KUBE_API_REWRITER_BIN", rewriter_bin())
             .env("KUBEVIRT_NODE_LABELS", node_labels.join(","))
             .output()
             .expect("kubevirt.sh runs");
         assert!(
             out.status.success(),
-            "scripts/kubevirt.sh up failed:\n{}",
+            "scripts/kubevirt.sh {cmd} failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
         let text = std::fs::read_to_string(cp.dir.join("kubevirt/env")).expect("kubevirt env file");
