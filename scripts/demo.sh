@@ -2,14 +2,16 @@
 # The whole system on an embedded control plane: a local etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler (127.0.0.1 only) and, around it,
 #   - virtualization-controller behind its kube-api-rewriter sidecar (KubeVirt's names renamed),
-#   - KubeVirt's own virt-controller behind its own rewriter sidecar, on Nodes kwok simulates
-#     (scripts/kubevirt.sh), with a virt-handler double starting the instances (no hypervisor),
+#   - KubeVirt's own virt-controller and virt-api, each behind its own rewriter sidecar (virt-api's
+#     in webhook mode: it reviews every VM and VMI), on Nodes kwok simulates (scripts/kubevirt.sh),
+#     with a virt-handler double starting the instances (no hypervisor),
 #   - virtualization-api registered with the aggregator, reaching a FAKE virt-api (test double)
-#     through its rewriter sidecar (rules/virtualization-api.yaml: mutual TLS, its identity).
+#     for the console and freeze, which need virt-handler, through its rewriter sidecar
+#     (rules/virtualization-api.yaml: mutual TLS, its identity).
 # A VirtualMachine is applied with kubectl and shown Running; its serial console is opened
 # through kube-apiserver (typed into, the echo read back); it is frozen and unfrozen; then what
 # each hop saw is printed. Simulated, and said on screen: the Nodes and Pods (kwok), virt-handler
-# and virt-api (test doubles).
+# and, for the console and freeze, virt-api (test doubles).
 #
 # Usage: scripts/demo.sh            run the demo (stops everything at the end unless KEEP=1)
 #        scripts/demo.sh stop       stop what a KEEP=1 run left
@@ -149,14 +151,15 @@ current-context: p
 EOF
 }
 
-say "KubeVirt: its CRDs through a rewriter (stored renamed), virt-controller behind its own"
-note "(simulated: kwok's Nodes and Pods, a virt-handler double and, below, a FAKE virt-api)"
+say "KubeVirt: its CRDs through a rewriter (stored renamed), virt-controller and virt-api behind their own"
+note "(simulated: kwok's Nodes and Pods, a virt-handler double and, below for the console, a FAKE virt-api)"
 KUBE_API_REWRITER_BIN=$BIN/kube-api-rewriter "$ROOT/scripts/kubevirt.sh" up "$DIR" 2>&1 | sed 's/^/   /'
 # shellcheck source=/dev/null
 source "$DIR/kubevirt/env"
 kv() { KUBECONFIG=$KV_KUBECONFIG kubectl "$@"; }
 run virt-handler-double "$EX/virt_handler_double" "http://127.0.0.1:$VIRT_HANDLER_SIDECAR_PORT"
 note "virt-controller $KUBEVIRT_VERSION -> rewriter :$VIRT_CONTROLLER_SIDECAR_PORT -> kube-apiserver; Nodes $KUBEVIRT_NODES (kwok)"
+note "kube-apiserver -> rewriter :$VIRT_API_WEBHOOK_PORT (webhooks) -> virt-api $KUBEVIRT_VERSION :$VIRT_API_PORT -> rewriter :$VIRT_API_SIDECAR_PORT"
 
 say "virtualization-controller behind its rewriter sidecar"
 k apply -f "$ROOT/controller/crds" >/dev/null

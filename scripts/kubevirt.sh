@@ -188,9 +188,9 @@ EOF
     fi
   done
   # kwok's node stage keeps the status it finds; the capacity is set once kwok has initialised
-  # the Node (Ready).
+  # the Node (Ready). Large enough for the benchmark's VMs of both modes (half a core each).
   wait_ready kwok kwok_nodes_ready
-  local res='"cpu":"16","memory":"64Gi","pods":"110","ephemeral-storage":"200Gi","devices.kubevirt.io/kvm":"1k","devices.kubevirt.io/tun":"1k","devices.kubevirt.io/vhost-net":"1k"'
+  local res='"cpu":"1k","memory":"4Ti","pods":"1k","ephemeral-storage":"10Ti","devices.kubevirt.io/kvm":"1k","devices.kubevirt.io/tun":"1k","devices.kubevirt.io/vhost-net":"1k"'
   for n in $NODES; do
     kubectl_cp patch node "$n" --subresource=status --type=merge \
       -p "{\"status\":{\"capacity\":{$res},\"allocatable\":{$res}}}" >/dev/null
