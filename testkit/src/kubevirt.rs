@@ -77,6 +77,19 @@ impl KubeVirt {
         )
     }
 
+    /// Prints the last 40 lines of each log the script exported as `keys`: what a suite shows
+    /// when a case fails.
+    pub fn print_log_tails(&self, keys: &[&str]) {
+        for k in keys {
+            let log = self.log(k);
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("{k} (last lines):");
+            for l in tail.iter().rev() {
+                eprintln!("  {l}");
+            }
+        }
+    }
+
     /// The log file the script exported as `key` (`VIRT_API_SIDECAR_LOG`, ...); empty if unread.
     pub fn log(&self, key: &str) -> String {
         std::fs::read_to_string(self.get(key)).unwrap_or_default()

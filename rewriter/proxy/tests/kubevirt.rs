@@ -30,18 +30,11 @@ fn main() -> std::process::ExitCode {
         .case("migration_admission", migration_admission)
         .case("original_names_only", original_names_only)
         .on_failure(|e: &Env| {
-            for k in [
+            e.kv.print_log_tails(&[
                 "VIRT_API_LOG",
                 "VIRT_API_SIDECAR_LOG",
                 "VIRT_CONTROLLER_SIDECAR_LOG",
-            ] {
-                let log = e.kv.log(k);
-                let tail: Vec<&str> = log.lines().rev().take(40).collect();
-                eprintln!("{k} (last lines):");
-                for l in tail.iter().rev() {
-                    eprintln!("  {l}");
-                }
-            }
+            ])
         })
         .run()
 }

@@ -22,14 +22,7 @@ fn main() -> std::process::ExitCode {
         .case("webhooks_and_api_service", webhooks_and_api_service)
         .case("original_names_only", original_names_only)
         .on_failure(|e: &Env| {
-            for k in ["VIRT_OPERATOR_LOG", "VIRT_OPERATOR_SIDECAR_LOG"] {
-                let log = e.kv.log(k);
-                let tail: Vec<&str> = log.lines().rev().take(40).collect();
-                eprintln!("{k} (last lines):");
-                for l in tail.iter().rev() {
-                    eprintln!("  {l}");
-                }
-            }
+            e.kv.print_log_tails(&["VIRT_OPERATOR_LOG", "VIRT_OPERATOR_SIDECAR_LOG"])
         })
         .run()
 }
