@@ -240,14 +240,13 @@ fn defaults_stored_renamed(e: &Env) {
             "{k}\n{meta}"
         );
     }
-    // Settled: virt-controller is not rewriting the VM over and over.
-    let rv = s["metadata"]["resourceVersion"].clone();
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        e.stored(UP_VM, "defaults")["metadata"]["resourceVersion"],
-        rv,
-        "the VM keeps changing"
-    );
+    // Settles: after its first writes (annotations, then status) virt-controller leaves the VM
+    // alone for 2 s, rather than rewriting it over and over.
+    wait_for("the VM to settle", Duration::from_secs(20), || {
+        let rv = e.stored(UP_VM, "defaults")["metadata"]["resourceVersion"].clone();
+        std::thread::sleep(Duration::from_secs(2));
+        (e.stored(UP_VM, "defaults")["metadata"]["resourceVersion"] == rv).then(String::new)
+    });
 }
 
 /// The label and annotation keys and the finalizers of an object's `metadata`.
