@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the tests run beside cargo and the Go builds, from Debian's packages, when it is
-# missing: curl and openssl. Needs root or sudo. Kubernetes and etcd are built from Go modules
+# missing: curl, openssl, docker-registry (DVCR), qemu-utils (qemu-img) and apache2-utils
+# (htpasswd). Needs root or sudo. Kubernetes and etcd are built from Go modules
 # by scripts/go-build.sh.
 set -euo pipefail
 need=()
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
+command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 if (( ${#need[@]} > 0 )); then
   sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
   echo "installing ${need[*]}" >&2

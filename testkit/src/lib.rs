@@ -6,6 +6,7 @@
 mod commands;
 mod control_plane;
 mod doubles;
+mod dvcr;
 mod kubevirt;
 mod paths;
 mod pki;
@@ -20,9 +21,11 @@ pub use commands::{
 };
 pub use control_plane::ControlPlane;
 pub use doubles::{line_channel, spawn_double};
+pub use dvcr::{Dvcr, FileServer};
 pub use kubevirt::KubeVirt;
 pub use paths::{
     crd_fixtures, free_port, kube_bin_dir, kubectl_bin, rewriter_bin, temp_dir, testdata, workspace,
+    workspace_bin,
 };
 pub use pki::{make_ca, self_signed_cert, signed_cert};
 // The /proc readers the tests call at the crate root.

@@ -5,38 +5,38 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The `kube-api-rewriter` binary: `$KUBE_API_REWRITER_BIN`, else the one beside the running
-/// test executable (`target/<profile>/`), built with `cargo build` first if it is missing.
+/// The `kube-api-rewriter` binary: `$KUBE_API_REWRITER_BIN`, else [`workspace_bin`]'s.
 pub fn rewriter_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("KUBE_API_REWRITER_BIN") {
         return PathBuf::from(p);
     }
+    workspace_bin("kube-api-rewriter-proxy", "kube-api-rewriter")
+}
+
+/// The binary `bin` of the workspace package `package`: the one beside the running test
+/// executable (`target/<profile>/`), built with `cargo build` first if it is missing.
+pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/deps/<test> -> target/<profile>/kube-api-rewriter
+    // target/<profile>/deps/<test> -> target/<profile>/<bin>
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("test executable under target/<profile>/deps");
-    let bin = profile_dir.join("kube-api-rewriter");
-    if !bin.exists() {
+    let path = profile_dir.join(bin);
+    if !path.exists() {
         let release = profile_dir.file_name().is_some_and(|n| n == "release");
         let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        c.current_dir(workspace()).args([
-            "build",
-            "-p",
-            "kube-api-rewriter-proxy",
-            "--bin",
-            "kube-api-rewriter",
-        ]);
+        c.current_dir(workspace())
+            .args(["build", "-p", package, "--bin", bin]);
         if release {
             c.arg("--release");
         }
         assert!(
             c.status().expect("cargo runs").success(),
-            "building kube-api-rewriter failed"
+            "building {bin} of {package} failed"
         );
     }
-    bin
+    path
 }
 
 /// The directory of the Kubernetes release the tests run (kube-apiserver,
