@@ -18,18 +18,88 @@ pub const NAME_LABEL: &str = "vm.kubevirt.io/name";
 /// The name of the cloud-init disk and volume.
 pub const CLOUD_INIT: &str = "cloudinit";
 
-/// What rendering a VM takes from other objects: its class and its disks' claims.
+/// What rendering a VM takes from other objects: its class and its block devices.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Dependencies {
     /// The spec of the VM's `VirtualMachineClass`, when it names one.
     pub class: Option<VirtualMachineClassSpec>,
-    /// `(VirtualDisk name, PersistentVolumeClaim name)` of each block device, in order.
-    pub disks: Vec<(String, String)>,
+    /// The VM's block devices, in order.
+    pub disks: Vec<BlockDevice>,
+}
+
+/// A block device of a VM as rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockDevice {
+    /// A VirtualDisk `name` in claim `claim`.
+    Disk {
+        /// The VirtualDisk.
+        name: String,
+        /// Its claim.
+        claim: String,
+    },
+    /// A VirtualImage `name` in DVCR: a container disk; a CD-ROM when it is an `iso`.
+    ContainerDisk {
+        /// The VirtualImage.
+        name: String,
+        /// Its DVCR image.
+        image: String,
+        /// Whether it is a CD-ROM.
+        cdrom: bool,
+    },
+    /// A VirtualImage `name` in claim `claim`, read-only; a CD-ROM when it is an `iso`.
+    ImageClaim {
+        /// The VirtualImage.
+        name: String,
+        /// Its claim.
+        claim: String,
+        /// Whether it is a CD-ROM.
+        cdrom: bool,
+    },
+}
+
+impl BlockDevice {
+    /// Its disk and volume in the KubeVirt VM: `vd-NAME` for a disk, `vi-NAME` for an image.
+    fn render(&self) -> (Value, Value) {
+        let bus = |cdrom: bool| {
+            if cdrom {
+                json!({"cdrom": {"bus": "sata", "readonly": true}})
+            } else {
+                json!({"disk": {"bus": "virtio"}})
+            }
+        };
+        let (name, device, volume) = match self {
+            BlockDevice::Disk { name, claim } => (
+                disk_volume_name(name),
+                bus(false),
+                json!({"persistentVolumeClaim": {"claimName": claim}}),
+            ),
+            BlockDevice::ContainerDisk { name, image, cdrom } => (
+                image_volume_name(name),
+                bus(*cdrom),
+                json!({"containerDisk": {"image": image}}),
+            ),
+            BlockDevice::ImageClaim { name, claim, cdrom } => (
+                image_volume_name(name),
+                bus(*cdrom),
+                json!({"persistentVolumeClaim": {"claimName": claim, "readOnly": true}}),
+            ),
+        };
+        let mut disk = device;
+        disk["name"] = json!(name);
+        let mut vol = volume;
+        vol["name"] = json!(name);
+        (disk, vol)
+    }
 }
 
 /// The name of a VirtualDisk's disk and volume in the KubeVirt VM.
 pub fn disk_volume_name(disk: &str) -> String {
     format!("vd-{disk}")
+}
+
+/// The name of a VirtualImage's disk and volume in the KubeVirt VM.
+pub fn image_volume_name(image: &str) -> String {
+    format!("vi-{image}")
 }
 
 /// Checks a VM against its class: the core count must be one the class allows.
@@ -245,10 +315,10 @@ pub fn template_spec(spec: &VirtualMachineSpec, deps: &Dependencies) -> Value {
     let mut out = json!({"domain": {}});
     let mut disks = Vec::new();
     let mut volumes = Vec::new();
-    for (disk, claim) in &deps.disks {
-        let name = disk_volume_name(disk);
-        disks.push(json!({"name": name, "disk": {"bus": "virtio"}}));
-        volumes.push(json!({"name": name, "persistentVolumeClaim": {"claimName": claim}}));
+    for device in &deps.disks {
+        let (disk, volume) = device.render();
+        disks.push(disk);
+        volumes.push(volume);
     }
     if let Some(user_data) = spec.provisioning.as_ref().and_then(|p| p.user_data.as_ref()) {
         disks.push(json!({"name": CLOUD_INIT, "disk": {"bus": "virtio"}}));
@@ -469,8 +539,24 @@ mod tests {
         let deps = Dependencies {
             class: Some(class),
             disks: vec![
-                ("root".into(), "vd-root-u".into()),
-                ("data".into(), "vd-data-u".into()),
+                BlockDevice::Disk {
+                    name: "root".into(),
+                    claim: "vd-root-u".into(),
+                },
+                BlockDevice::ContainerDisk {
+                    name: "installer".into(),
+                    image: "dvcr:5000/vi/ns/installer:u".into(),
+                    cdrom: true,
+                },
+                BlockDevice::Disk {
+                    name: "data".into(),
+                    claim: "vd-data-u".into(),
+                },
+                BlockDevice::ImageClaim {
+                    name: "base".into(),
+                    claim: "vi-base-u".into(),
+                    cdrom: false,
+                },
             ],
         };
         let t = template_spec(&spec(), &deps);
@@ -489,10 +575,22 @@ mod tests {
             .iter()
             .map(|d| d["name"].as_str().unwrap_or_default())
             .collect();
-        assert_eq!(disks, ["vd-root", "vd-data", CLOUD_INIT]);
-        assert_eq!(t["volumes"][0]["persistentVolumeClaim"]["claimName"], "vd-root-u");
-        assert_eq!(t["volumes"][1]["persistentVolumeClaim"]["claimName"], "vd-data-u");
-        assert_eq!(t["volumes"][2]["name"], CLOUD_INIT);
+        assert_eq!(
+            disks,
+            ["vd-root", "vi-installer", "vd-data", "vi-base", CLOUD_INIT]
+        );
+        let d = &t["domain"]["devices"]["disks"];
+        assert_eq!(d[1]["cdrom"], json!({"bus": "sata", "readonly": true}));
+        assert_eq!(d[3]["disk"]["bus"], "virtio");
+        let v = &t["volumes"];
+        assert_eq!(v[0]["persistentVolumeClaim"]["claimName"], "vd-root-u");
+        assert_eq!(v[1]["containerDisk"]["image"], "dvcr:5000/vi/ns/installer:u");
+        assert_eq!(v[2]["persistentVolumeClaim"]["claimName"], "vd-data-u");
+        assert_eq!(
+            v[3]["persistentVolumeClaim"],
+            json!({"claimName": "vi-base-u", "readOnly": true})
+        );
+        assert_eq!(v[4]["name"], CLOUD_INIT);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! A thin virtualization-controller: it reconciles the user-facing
 //! `virtualization.deckhouse.io/v1alpha2` `VirtualMachine` and `VirtualMachineOperation` into
-//! KubeVirt `kubevirt.io/v1` objects. KubeVirt's groups are renamed on the wire, either by a
+//! KubeVirt `kubevirt.io/v1` objects, and imports `VirtualImage`s and `VirtualDisk`s through
+//! data Pods into DVCR and claims. KubeVirt's groups are renamed on the wire, either by a
 //! `kube-api-rewriter` sidecar or by the rewriter's tower Layer inside the controller's own
 //! `kube::Client` ([`RewriterMode`]). The controller itself only knows KubeVirt's original names.
 
 pub mod conditions;
+pub mod datapod;
 pub mod health;
 pub mod kubevirt;
 pub mod metrics;
@@ -28,6 +30,9 @@ pub enum Error {
     /// The webhook's certificate or key cannot be used.
     #[error("TLS: {0}")]
     Tls(#[from] kube_api_rewriter_tls::Error),
+    /// DVCR could not be reached or refused a request.
+    #[error("DVCR: {0}")]
+    Dvcr(#[from] virtualization_dvcr::Error),
 }
 
 /// The controller's result type.

@@ -10,6 +10,7 @@ use kube_api_rewriter_tls::{ALPN_HTTP1, Follow, ReloadingCert};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 use virtualization_controller::RewriterMode;
+use virtualization_controller::datapod::DataSettings;
 use virtualization_controller::health::{self, Endpoints};
 use virtualization_controller::reconcile::{self, Context};
 use virtualization_controller::webhook;
@@ -40,6 +41,29 @@ struct Args {
     /// relying on a sidecar.
     #[arg(long, env = "EMBEDDED_REWRITER")]
     embedded_rewriter: bool,
+    /// The controller's namespace, where the DVCR and uploader Secrets are.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "d8-virtualization")]
+    namespace: String,
+    /// DVCR's `host:port`, as nodes and data Pods reach it; images cannot be imported without it.
+    #[arg(long, env = "DVCR_ADDRESS")]
+    dvcr_address: Option<String>,
+    /// The Secret (in the controller's namespace) with DVCR's credentials (`.dockerconfigjson`)
+    /// and CA (`ca.crt`).
+    #[arg(long, env = "DVCR_SECRET", default_value = "dvcr-credentials")]
+    dvcr_secret: String,
+    /// The `kubernetes.io/tls` Secret (in the controller's namespace) the uploader serves with.
+    #[arg(
+        long,
+        env = "UPLOADER_TLS_SECRET",
+        default_value = "virtualization-uploader-tls"
+    )]
+    uploader_tls_secret: String,
+    /// The image of the importer and uploader Pods.
+    #[arg(long, env = "DATA_POD_IMAGE", default_value = "virtualization-dvcr:latest")]
+    data_pod_image: String,
+    /// The nodeSelector of the importer and uploader Pods: `key=value,key=value`.
+    #[arg(long, env = "DATA_POD_NODE_SELECTOR", default_value = "", value_parser = parse_selector)]
+    data_pod_node_selector: std::collections::BTreeMap<String, String>,
     /// Log filter (`info`, `debug`, `virtualization_controller=debug,kube=info`, ...).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     log_level: String,
@@ -76,7 +100,17 @@ async fn main() -> anyhow::Result<()> {
     };
     tracing::info!(server = %config.cluster_url, ?mode, "starting");
     let client = virtualization_controller::client(config, mode).context("kube client")?;
-    let ctx = Context::new(client);
+    let ctx = Context::with_data(
+        client,
+        DataSettings {
+            namespace: args.namespace.clone(),
+            dvcr_address: args.dvcr_address.clone().filter(|a| !a.is_empty()),
+            dvcr_secret: args.dvcr_secret.clone(),
+            uploader_tls_secret: args.uploader_tls_secret.clone(),
+            image: args.data_pod_image.clone(),
+            node_selector: args.data_pod_node_selector.clone(),
+        },
+    );
 
     let webhook = match (&args.webhook_cert_file, &args.webhook_key_file) {
         (Some(cert), Some(key)) => {
@@ -116,4 +150,16 @@ async fn main() -> anyhow::Result<()> {
     webhook.iter().for_each(tokio::task::JoinHandle::abort);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `key=value,key=value` as a map; empty gives none.
+fn parse_selector(s: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+            _ => Err(format!("{kv:?} is not key=value")),
+        })
+        .collect()
 }

@@ -1,6 +1,16 @@
 //! The user-facing resources of `virtualization.deckhouse.io/v1alpha2` this controller serves:
-//! `VirtualMachine`, `VirtualMachineOperation`, `VirtualMachineClass` and `VirtualDisk`. Their CRDs are generated from these types
-//! ([`crds`]) and committed under `controller/crds/`.
+//! `VirtualMachine`, `VirtualMachineOperation`, `VirtualMachineClass`, `VirtualDisk` and
+//! `VirtualImage`. Their CRDs are generated from these types ([`crds`]) and committed under
+//! `controller/crds/`.
+
+pub mod data_source;
+mod image;
+
+pub use data_source::{DataSource, DataSourceType, ObjectRefKind};
+pub use image::{
+    ImageClaim, ImagePhase, ImageSize, ImageStorage, ImageTarget, VirtualImage, VirtualImageSpec,
+    VirtualImageStatus,
+};
 
 use std::collections::BTreeMap;
 
@@ -58,7 +68,7 @@ pub struct VirtualMachineSpec {
     pub block_device_refs: Vec<BlockDeviceRef>,
 }
 
-/// A block device of a VM: a [`VirtualDisk`] of the VM's namespace, by name.
+/// A block device of a VM: a [`VirtualDisk`] or [`VirtualImage`] of the VM's namespace, by name.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BlockDeviceRef {
@@ -73,6 +83,9 @@ pub struct BlockDeviceRef {
 pub enum BlockDeviceKind {
     /// A [`VirtualDisk`].
     VirtualDisk,
+    /// A [`VirtualImage`], read-only: a container disk (a CD-ROM for an `iso`) or a read-only
+    /// claim.
+    VirtualImage,
 }
 
 /// A class of VMs set up by the cluster admin: which core counts are allowed, and the nodes
@@ -128,6 +141,10 @@ pub struct ClassCpu {
 pub struct VirtualDiskSpec {
     /// The claim to create.
     pub persistent_volume_claim: DiskClaim,
+    /// What the disk is filled with; a blank disk when not set. It cannot change once
+    /// provisioning started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_source: Option<DataSource>,
 }
 
 /// The PersistentVolumeClaim of a disk.
@@ -142,7 +159,7 @@ pub struct DiskClaim {
 }
 
 /// What the controller reports about a disk.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualDiskStatus {
     /// Where the disk is.
@@ -154,6 +171,18 @@ pub struct VirtualDiskStatus {
     /// The claim holding the disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<DiskTarget>,
+    /// For a disk with a data source: how much of it is filled (`0%` ... `100%`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// For a disk with a data source: how fast the data was fetched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub download_speed: Option<data_source::DownloadSpeed>,
+    /// For an `Upload` source: where to upload.
+    #[serde(default, rename = "imageUploadURLs", skip_serializing_if = "Option::is_none")]
+    pub image_upload_urls: Option<data_source::ImageUploadUrls>,
+    /// For a disk with a data source: `DatasourceReady` and `Ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 /// Where a disk's data lives.
@@ -168,8 +197,14 @@ pub struct DiskTarget {
 /// The phase of a VirtualDisk.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum DiskPhase {
-    /// The claim is not created yet.
+    /// The claim is not created yet, or the data source is not ready.
     Pending,
+    /// Being filled from its data source.
+    Provisioning,
+    /// Waiting for the user to upload the data.
+    WaitForUserUpload,
+    /// Filling it failed; the `Ready` condition says why.
+    Failed,
     /// The claim exists and is not bound yet (a volume is made when a consumer appears).
     WaitForFirstConsumer,
     /// The claim is bound: the disk can be used.
@@ -382,6 +417,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("virtualmachineoperations.yaml", VirtualMachineOperation::crd()),
         ("virtualmachineclasses.yaml", VirtualMachineClass::crd()),
         ("virtualdisks.yaml", VirtualDisk::crd()),
+        ("virtualimages.yaml", VirtualImage::crd()),
     ]
 }
 

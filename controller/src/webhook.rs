@@ -3,7 +3,8 @@
 //! [`PATH`]. It denies names over 63 characters, label and annotation keys naming the
 //! `kubevirt.io` group (the rewriter renames those, so a user could reach KubeVirt's own
 //! labels through them), duplicate `blockDeviceRefs`, and core counts below 1 or not allowed by
-//! the VM's class.
+//! the VM's class. [`IMAGE_PATH`] and [`DISK_PATH`] validate `VirtualImage`s and `VirtualDisk`s:
+//! their data source ([`check_image`], [`check_disk`]).
 //!
 //! The listener has limits: a TLS handshake must finish within [`HANDSHAKE_TIMEOUT`], request
 //! headers arrive within [`HEADER_TIMEOUT`], a body is at most [`MAX_BODY`] bytes, a connection
@@ -22,6 +23,10 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
+
+mod data;
+
+pub use data::{DISK_PATH, IMAGE_PATH, check_disk, check_image};
 
 use crate::kubevirt;
 use crate::resources::{VirtualMachine, VirtualMachineClass};
@@ -140,7 +145,8 @@ async fn handle(
         );
         r
     };
-    if req.uri().path() != PATH {
+    let path = req.uri().path().to_owned();
+    if ![PATH, IMAGE_PATH, DISK_PATH].contains(&path.as_str()) {
         return Ok(reply(StatusCode::NOT_FOUND, r#"{"error":"not found"}"#.into()));
     }
     if req.method() != hyper::Method::POST {
@@ -158,7 +164,12 @@ async fn handle(
             ));
         }
     };
-    Ok(match review(&body, &client).await {
+    let answer = match path.as_str() {
+        IMAGE_PATH => data::review_image(&body),
+        DISK_PATH => data::review_disk(&body),
+        _ => review(&body, &client).await,
+    };
+    Ok(match answer {
         Ok(v) => reply(StatusCode::OK, v.to_string()),
         Err(e) => reply(StatusCode::BAD_REQUEST, json!({"error": e}).to_string()),
     })

@@ -1,8 +1,10 @@
-//! The reconcilers ([`vm`], [`vmop`], [`vd`]), what they share (the [`Context`], the error
-//! policy, conflict retries, finalizer patches) and [`run`], which runs the controllers until a
-//! shutdown signal.
+//! The reconcilers ([`vm`], [`vmop`], [`vd`], [`vi`]), what they share (the [`Context`], the
+//! error policy, conflict retries, finalizer patches, [`data`] Pods) and [`run`], which runs the
+//! controllers until a shutdown signal.
 
+pub mod data;
 pub mod vd;
+pub mod vi;
 pub mod vm;
 pub mod vmop;
 
@@ -33,16 +35,24 @@ pub struct Context {
     pub ready: AtomicBool,
     /// The VM controller's cache, once it runs: what the phase metric shows.
     pub vms: std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualMachine>>,
+    /// How images and disks are imported.
+    pub data: crate::datapod::DataSettings,
 }
 
 impl Context {
-    /// A context for `client`.
+    /// A context for `client`, with no DVCR (images cannot be imported).
     pub fn new(client: Client) -> Arc<Context> {
+        Self::with_data(client, crate::datapod::DataSettings::default())
+    }
+
+    /// A context for `client` importing images and disks as `data` says.
+    pub fn with_data(client: Client, data: crate::datapod::DataSettings) -> Arc<Context> {
         Arc::new(Context {
             client,
             errors: AtomicU64::new(0),
             ready: AtomicBool::new(false),
             vms: std::sync::OnceLock::new(),
+            data,
         })
     }
 
@@ -220,7 +230,7 @@ pub fn remove_finalizer_patch(finalizers: &[String], finalizer: &str) -> Option<
     ]))
 }
 
-/// Runs the VirtualMachine, VirtualMachineOperation and VirtualDisk controllers until SIGTERM or
+/// Runs the VirtualMachine, VirtualMachineOperation, VirtualDisk and VirtualImage controllers until SIGTERM or
 /// Ctrl+C, then lets running reconciles finish. Sets [`Context::ready`] once every resource they watch
 /// could be listed.
 pub async fn run(ctx: Arc<Context>) {
@@ -229,11 +239,11 @@ pub async fn run(ctx: Arc<Context>) {
     use kube::runtime::reflector::ObjectRef;
     use kube::runtime::{Controller, watcher};
 
-    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 
     use crate::kubevirt::{NAME_LABEL, vm_resource, vmi_resource};
     use crate::resources::{
-        BlockDeviceKind, OperationPhase, VirtualDisk, VirtualMachine, VirtualMachineClass,
+        BlockDeviceKind, OperationPhase, VirtualDisk, VirtualImage, VirtualMachine, VirtualMachineClass,
         VirtualMachineOperation,
     };
 
@@ -291,6 +301,25 @@ pub async fn run(ctx: Arc<Context>) {
                 .collect::<Vec<_>>()
         }
     };
+    let vms_of_image = {
+        let store = vm_store.clone();
+        move |i: VirtualImage| {
+            let (ns, name) = (i.namespace(), i.name_any());
+            store
+                .state()
+                .into_iter()
+                .filter(|vm| {
+                    vm.namespace() == ns
+                        && vm
+                            .spec
+                            .block_device_refs
+                            .iter()
+                            .any(|r| r.kind == BlockDeviceKind::VirtualImage && r.name == name)
+                })
+                .map(|vm| ObjectRef::from(vm.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
     let vms_of_class = {
         let store = vm_store.clone();
         move |c: VirtualMachineClass| {
@@ -308,6 +337,11 @@ pub async fn run(ctx: Arc<Context>) {
             Api::<VirtualDisk>::all(client.clone()),
             watcher::Config::default(),
             vms_of_disk,
+        )
+        .watches(
+            Api::<VirtualImage>::all(client.clone()),
+            watcher::Config::default(),
+            vms_of_image,
         )
         .watches(
             Api::<VirtualMachineClass>::all(client.clone()),
@@ -359,6 +393,21 @@ pub async fn run(ctx: Arc<Context>) {
         Api::<PersistentVolumeClaim>::all(client.clone()),
         watcher::Config::default().labels(vd::DISK_LABEL),
     )
+    .owns(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default().labels(crate::datapod::DATA_LABEL),
+    )
+    .trigger_backoff(WatchBackoff::default())
+    .shutdown_on_signal();
+
+    let images = Controller::new(
+        Api::<VirtualImage>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default().labels(crate::datapod::DATA_LABEL),
+    )
     .trigger_backoff(WatchBackoff::default())
     .shutdown_on_signal();
 
@@ -374,6 +423,10 @@ pub async fn run(ctx: Arc<Context>) {
             Api::<VirtualMachineClass>::all(client.clone()),
             Api::<PersistentVolumeClaim>::all(client.clone()),
         );
+        let (h, i) = (
+            Api::<VirtualImage>::all(client.clone()),
+            Api::<Pod>::all(client.clone()),
+        );
         async move {
             // Not `Store::wait_until_ready`: its oneshot keeps one waker, and the controller's
             // own runner waits on it.
@@ -386,10 +439,12 @@ pub async fn run(ctx: Arc<Context>) {
                         c.list_metadata(&lp),
                         d.list_metadata(&lp),
                     ),
-                    futures::future::try_join3(
+                    futures::future::try_join5(
                         e.list_metadata(&lp),
                         f.list_metadata(&lp),
                         g.list_metadata(&lp),
+                        h.list_metadata(&lp),
+                        i.list_metadata(&lp.clone().labels(crate::datapod::DATA_LABEL)),
                     ),
                 )
                 .await;
@@ -412,8 +467,11 @@ pub async fn run(ctx: Arc<Context>) {
     let disks = disks
         .run(vd::reconcile, error_policy, ctx.clone())
         .for_each(log_result);
+    let images = images
+        .run(vi::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
     let ready = tokio::spawn(ready);
-    futures::future::join3(vms, ops, disks).await;
+    futures::future::join4(vms, ops, disks, images).await;
     ready.abort();
 }
 

@@ -1,16 +1,23 @@
 //! Reconcile of a `VirtualDisk`: its PersistentVolumeClaim, created once and reported in the
 //! status (`WaitForFirstConsumer` while unbound, `Ready` when bound), and deleted with the disk.
+//! A disk with a data source is filled once by a data Pod writing into its claim
+//! (`Provisioning` or `WaitForUserUpload`, then `Ready` or `Failed`).
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 use tracing::{info, instrument};
 
+use super::data::{self, NotReady};
+use super::vi::{DATASOURCE_READY, READY};
 use super::{Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch};
+use crate::conditions::{self, condition};
+use crate::datapod::{Destination, Job, Owner, Source, State};
+use crate::resources::data_source::{DownloadSpeed, ImageUploadUrls, speed_text};
 use crate::resources::{DiskPhase, DiskTarget, GROUP, VERSION, VirtualDisk, VirtualDiskStatus};
 use crate::{Error, Result};
 
@@ -79,7 +86,150 @@ pub fn status(claim_name: &str, pvc: Option<&PersistentVolumeClaim>) -> VirtualD
         target: Some(DiskTarget {
             persistent_volume_claim_name: Some(claim_name.to_owned()),
         }),
+        ..Default::default()
     }
+}
+
+/// The status of a disk with a data source: [`status`] of its claim while the data Pod is done
+/// (`Ready` only once the claim is bound too), else where the data Pod is.
+pub fn data_status(
+    old: &VirtualDiskStatus,
+    claim_name: &str,
+    pvc: Option<&PersistentVolumeClaim>,
+    source: &Result<&Job, &NotReady>,
+    state: &State,
+    now: &str,
+) -> VirtualDiskStatus {
+    let c = &old.conditions;
+    let mut st = status(claim_name, pvc);
+    st.capacity = None;
+    let job = match source {
+        Err(nr) => {
+            st.phase = Some(DiskPhase::Pending);
+            st.conditions = vec![
+                condition(
+                    c,
+                    DATASOURCE_READY,
+                    false,
+                    nr.reason,
+                    nr.message.clone(),
+                    None,
+                    now,
+                ),
+                condition(
+                    c,
+                    READY,
+                    false,
+                    "Pending",
+                    "waiting for the data source",
+                    None,
+                    now,
+                ),
+            ];
+            return st;
+        }
+        Ok(job) => job,
+    };
+    let ds_ready = condition(
+        c,
+        DATASOURCE_READY,
+        true,
+        "DatasourceReady",
+        "the data source is ready",
+        None,
+        now,
+    );
+    let upload = job.source == Source::Upload;
+    if upload {
+        st.image_upload_urls = Some(ImageUploadUrls {
+            external: None,
+            in_cluster: job.upload_url(),
+        });
+    }
+    let (phase, ready) = match state {
+        State::Missing | State::Pending | State::Terminating => (
+            DiskPhase::Provisioning,
+            condition(
+                c,
+                READY,
+                false,
+                "Provisioning",
+                "the data Pod is starting",
+                None,
+                now,
+            ),
+        ),
+        State::Running if upload => (
+            DiskPhase::WaitForUserUpload,
+            condition(
+                c,
+                READY,
+                false,
+                "WaitForUserUpload",
+                format!(
+                    "upload the image: curl -T IMAGE {}",
+                    job.upload_url().unwrap_or_default()
+                ),
+                None,
+                now,
+            ),
+        ),
+        State::Running => {
+            st.progress = Some("0%".into());
+            (
+                DiskPhase::Provisioning,
+                condition(c, READY, false, "Provisioning", "filling the disk", None, now),
+            )
+        }
+        State::Failed(why) => (
+            DiskPhase::Failed,
+            condition(c, READY, false, "ProvisioningFailed", why.clone(), None, now),
+        ),
+        State::Succeeded(m) => {
+            let format = m.format.clone().unwrap_or_else(|| "raw".into());
+            let speed = m.average_speed.unwrap_or(0);
+            st.progress = Some("100%".into());
+            st.image_upload_urls = None;
+            if speed > 0 {
+                st.download_speed = Some(DownloadSpeed {
+                    avg: Some(speed_text(speed)),
+                    avg_bytes: Some(speed.to_string()),
+                });
+            }
+            let claimed = status(claim_name, pvc);
+            if claimed.phase == Some(DiskPhase::Ready) {
+                st.capacity = claimed.capacity;
+                (
+                    DiskPhase::Ready,
+                    condition(
+                        c,
+                        READY,
+                        true,
+                        "Ready",
+                        format!("filled with a {format} disk"),
+                        None,
+                        now,
+                    ),
+                )
+            } else {
+                (
+                    claimed.phase.unwrap_or(DiskPhase::Pending),
+                    condition(
+                        c,
+                        READY,
+                        false,
+                        "WaitForClaim",
+                        "filled; waiting for the claim to be bound",
+                        None,
+                        now,
+                    ),
+                )
+            }
+        }
+    };
+    st.phase = Some(phase);
+    st.conditions = vec![ds_ready, ready];
+    st
 }
 
 /// Reconciles one disk.
@@ -119,14 +269,89 @@ pub async fn reconcile(vd: Arc<VirtualDisk>, ctx: Arc<Context>) -> Result<Action
             created
         }
     };
-    let new = status(&claim_name, Some(&pvc));
-    if vd.status.as_ref() != Some(&new) {
-        // Every member written, absent ones as null, so a merge patch also removes them.
-        let patch = json!({"status": {"phase": new.phase, "capacity": new.capacity, "target": new.target}});
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await?;
+    let Some(ds) = &vd.spec.data_source else {
+        let new = status(&claim_name, Some(&pvc));
+        if vd.status.as_ref() != Some(&new) {
+            write_status(&api, &name, &new).await?;
+        }
+        return Ok(Action::await_change());
+    };
+    let old = vd.status.clone().unwrap_or_default();
+    if old.phase == Some(DiskPhase::Failed) {
+        // Filled once; the data source cannot change.
+        return Ok(Action::await_change());
     }
-    Ok(Action::await_change())
+    if old.phase == Some(DiskPhase::Ready) || old.phase == Some(DiskPhase::Lost) {
+        // Filled: only the claim's fate is followed.
+        let mut new = old.clone();
+        new.phase = status(&claim_name, Some(&pvc)).phase;
+        if new != old {
+            write_status(&api, &name, &new).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    let max_size = data::claim_bytes(&pvc)
+        .or_else(|| data::bytes(&vd.spec.persistent_volume_claim.size))
+        .unwrap_or(u64::MAX);
+    let job = match data::resolve(ds, &ns, &ctx).await? {
+        Ok(source) => Ok(Job {
+            owner: Owner {
+                kind: "VirtualDisk",
+                name: name.clone(),
+                namespace: ns.clone(),
+                uid: uid.clone(),
+            },
+            source,
+            destination: Destination::Claim {
+                name: claim_name.clone(),
+                max_size,
+            },
+        }),
+        Err(nr) => Err(nr),
+    };
+    let state = match &job {
+        Ok(job) => data::drive(&ctx, job).await?,
+        Err(_) => State::Missing,
+    };
+    let new = data_status(
+        &old,
+        &claim_name,
+        Some(&pvc),
+        &job.as_ref(),
+        &state,
+        &conditions::now(),
+    );
+    if !same(&old, &new) {
+        write_status(&api, &name, &new).await?;
+        info!(phase = ?new.phase, "status");
+    }
+    if let (Ok(job), State::Succeeded(_) | State::Failed(_)) = (&job, &state) {
+        data::clean_up(&ctx, job).await?;
+    }
+    Ok(match job {
+        Err(_) => Action::requeue(std::time::Duration::from_secs(2)),
+        Ok(_) => Action::await_change(),
+    })
+}
+
+/// Writes `new` as the whole status of disk `name`.
+async fn write_status(api: &Api<VirtualDisk>, name: &str, new: &VirtualDiskStatus) -> Result<()> {
+    let patch = json!([{"op": "add", "path": "/status", "value": new}]);
+    api.patch_status(name, &PatchParams::default(), &json_patch(patch)?)
+        .await?;
+    Ok(())
+}
+
+/// Whether two statuses say the same (conditions compared without their times).
+fn same(a: &VirtualDiskStatus, b: &VirtualDiskStatus) -> bool {
+    let strip = |s: &VirtualDiskStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time.clear();
+        }
+        s
+    };
+    strip(a) == strip(b)
 }
 
 #[cfg(test)]
@@ -142,6 +367,7 @@ mod tests {
                     size: "10Gi".into(),
                     storage_class_name: Some("fast".into()),
                 },
+                data_source: None,
             },
         );
         vd.metadata.namespace = Some("ns".into());

@@ -17,9 +17,10 @@ use super::{
 };
 use crate::conditions::{condition, now};
 use crate::kubevirt;
-use crate::kubevirt::Dependencies;
+use crate::kubevirt::{BlockDevice, Dependencies};
 use crate::resources::{
-    DiskPhase, RunPolicy, VirtualDisk, VirtualMachine, VirtualMachineClass, VirtualMachineStatus, VmPhase,
+    BlockDeviceKind, DiskPhase, ImagePhase, RunPolicy, VirtualDisk, VirtualImage, VirtualMachine,
+    VirtualMachineClass, VirtualMachineStatus, VmPhase,
 };
 use crate::{Error, Result};
 
@@ -70,19 +71,63 @@ async fn dependencies(vm: &VirtualMachine, ctx: &Context, ns: &str) -> Result<(D
     }
     if !vm.spec.block_device_refs.is_empty() {
         let disks: Api<VirtualDisk> = Api::namespaced(ctx.client.clone(), ns);
+        let images: Api<VirtualImage> = Api::namespaced(ctx.client.clone(), ns);
         let mut waiting = Vec::new();
+        let phase_text = |p: Option<String>| p.unwrap_or_else(|| "Pending".to_owned());
         for r in &vm.spec.block_device_refs {
-            let disk = disks.get_opt(&r.name).await?;
-            let status = disk.as_ref().and_then(|d| d.status.clone()).unwrap_or_default();
-            let claim = status.target.and_then(|t| t.persistent_volume_claim_name);
-            match (&disk, status.phase, claim) {
-                (None, ..) => waiting.push(format!("VirtualDisk {} not found", r.name)),
-                (Some(_), Some(DiskPhase::Ready), Some(claim)) => deps.disks.push((r.name.clone(), claim)),
-                (Some(_), phase, _) => waiting.push(format!(
-                    "VirtualDisk {} is {}",
-                    r.name,
-                    phase.map_or_else(|| "Pending".to_owned(), |p| format!("{p:?}"))
-                )),
+            match r.kind {
+                BlockDeviceKind::VirtualDisk => {
+                    let disk = disks.get_opt(&r.name).await?;
+                    let status = disk.as_ref().and_then(|d| d.status.clone()).unwrap_or_default();
+                    let claim = status.target.and_then(|t| t.persistent_volume_claim_name);
+                    match (&disk, status.phase, claim) {
+                        (None, ..) => waiting.push(format!("VirtualDisk {} not found", r.name)),
+                        (Some(_), Some(DiskPhase::Ready), Some(claim)) => {
+                            deps.disks.push(BlockDevice::Disk {
+                                name: r.name.clone(),
+                                claim,
+                            })
+                        }
+                        (Some(_), phase, _) => waiting.push(format!(
+                            "VirtualDisk {} is {}",
+                            r.name,
+                            phase_text(phase.map(|p| format!("{p:?}")))
+                        )),
+                    }
+                }
+                BlockDeviceKind::VirtualImage => {
+                    let image = images.get_opt(&r.name).await?;
+                    let status = image.as_ref().and_then(|i| i.status.clone()).unwrap_or_default();
+                    let cdrom = status.cdrom.unwrap_or(false);
+                    let target = status.target.unwrap_or_default();
+                    match (
+                        &image,
+                        status.phase,
+                        target.registry_url,
+                        target.persistent_volume_claim_name,
+                    ) {
+                        (None, ..) => waiting.push(format!("VirtualImage {} not found", r.name)),
+                        (Some(_), Some(ImagePhase::Ready), Some(image), _) => {
+                            deps.disks.push(BlockDevice::ContainerDisk {
+                                name: r.name.clone(),
+                                image,
+                                cdrom,
+                            })
+                        }
+                        (Some(_), Some(ImagePhase::Ready), None, Some(claim)) => {
+                            deps.disks.push(BlockDevice::ImageClaim {
+                                name: r.name.clone(),
+                                claim,
+                                cdrom,
+                            })
+                        }
+                        (Some(_), phase, ..) => waiting.push(format!(
+                            "VirtualImage {} is {}",
+                            r.name,
+                            phase_text(phase.map(|p| format!("{p:?}")))
+                        )),
+                    }
+                }
             }
         }
         checks.push(if waiting.is_empty() {

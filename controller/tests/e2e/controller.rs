@@ -45,7 +45,8 @@ pub struct ControllerProc {
 
 impl ControllerProc {
     /// Starts the controller in `mode`; `kubeconfig` points at its sidecar or at kube-apiserver.
-    pub fn start(dir: &Path, kubeconfig: &Path, mode: Mode) -> ControllerProc {
+    /// `data` is the environment of its data settings (DVCR, the data Pods' Node).
+    pub fn start(dir: &Path, kubeconfig: &Path, mode: Mode, data: &[(&str, String)]) -> ControllerProc {
         let health_port = free_port();
         let metrics_port = free_port();
         let webhook_port = free_port();
@@ -60,6 +61,7 @@ impl ControllerProc {
             .env("WEBHOOK_CERT_FILE", dir.join("webhook.crt"))
             .env("WEBHOOK_KEY_FILE", dir.join("webhook.key"))
             .env("LOG_LEVEL", "info,virtualization_controller=debug")
+            .envs(data.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
             .stdout(f.try_clone().expect("dup"))
             .stderr(f)

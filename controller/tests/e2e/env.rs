@@ -12,6 +12,8 @@ use kube_api_rewriter_testkit::*;
 use serde_json::Value;
 
 use crate::controller::{ControllerProc, Mode};
+use crate::files::FileServer;
+use crate::kubelet_double::KubeletDouble;
 use crate::support;
 pub use crate::support::vm_yaml;
 use crate::virt_handler_double;
@@ -39,6 +41,63 @@ pub const UP_MIGRATION_LABEL: &str = "kubevirt.internal.virtualization.deckhouse
 /// loaded machine does not fail the test.
 const WAIT: Duration = Duration::from_secs(90);
 
+/// The controller's namespace, with DVCR's credentials and the uploader's certificate.
+pub const CONTROLLER_NS: &str = "d8-virtualization";
+/// The label of the Node the data Pods run on.
+pub const DATA_NODE_LABEL: &str = "virtualization.deckhouse.io/data-node";
+
+/// DVCR with the Secrets the controller copies to its data Pods (DVCR's credentials and CA,
+/// the uploader's certificate for 127.0.0.1 from the CA `ca_crt`/`ca_key`), the kubelet double
+/// running the data Pods with `virtualization-dvcr`, and the file server they download from.
+fn data_path(
+    cp: &ControlPlane,
+    rt: &tokio::runtime::Runtime,
+    ca_crt: &Path,
+    ca_key: &Path,
+) -> (Dvcr, KubeletDouble, FileServer) {
+    let dvcr = Dvcr::up(&cp.dir);
+    ok(&cp.kubectl(&["create", "namespace", CONTROLLER_NS]));
+    ok(&cp.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "dvcr-credentials",
+        "-n",
+        CONTROLLER_NS,
+        &format!("--from-file=.dockerconfigjson={}", dvcr.auth_file.display()),
+        &format!("--from-file=ca.crt={}", dvcr.ca_file.display()),
+    ]));
+    signed_cert(
+        &cp.dir,
+        "uploader",
+        "uploader",
+        Some("IP:127.0.0.1,DNS:localhost"),
+        ca_crt,
+        ca_key,
+    );
+    ok(&cp.kubectl(&[
+        "create",
+        "secret",
+        "tls",
+        "virtualization-uploader-tls",
+        "-n",
+        CONTROLLER_NS,
+        &format!("--cert={}", cp.dir.join("uploader.crt").display()),
+        &format!("--key={}", cp.dir.join("uploader.key").display()),
+    ]));
+    let bin = workspace_bin("virtualization-dvcr", "virtualization-dvcr");
+    let admin = support::admin_client(rt, cp.kubeconfig());
+    let kubelet = rt.block_on(KubeletDouble::start(
+        admin,
+        "data-node",
+        &[(DATA_NODE_LABEL, "true")],
+        vec![("virtualization-dvcr".to_owned(), bin)],
+        cp.dir.join("kubelet"),
+    ));
+    let files = FileServer::start(cp.dir.join("files"));
+    (dvcr, kubelet, files)
+}
+
 /// What the cases of a run share; dropped in the order of its fields.
 pub struct Env {
     /// The controller under test: none before the first case of a mode, replaced when the mode
@@ -51,6 +110,12 @@ pub struct Env {
     pub kv_sidecar: ProxyProc,
     /// Real KubeVirt: virt-controller behind its sidecar, kwok's Nodes.
     pub kubevirt: KubeVirt,
+    /// DVCR: a real registry, where images are imported.
+    pub dvcr: Dvcr,
+    /// The Node where the importer and uploader Pods run, as local processes.
+    pub kubelet: KubeletDouble,
+    /// What the importers download.
+    pub files: FileServer,
     /// etcd, kube-apiserver and the rest of the control plane.
     pub cp: ControlPlane,
     mode: Mutex<Mode>,
@@ -108,6 +173,7 @@ impl Env {
             &ca_key,
         );
         let rt = support::runtime();
+        let (dvcr, kubelet, files) = data_path(&cp, &rt, &ca_crt, &ca_key);
         // As kubevirt-handler, through its own sidecar: virt-api puts back a VMI status anyone
         // else writes.
         let handler_port = kubevirt.get("VIRT_HANDLER_SIDECAR_PORT").parse().expect("port");
@@ -121,6 +187,9 @@ impl Env {
             sidecar,
             kv_sidecar,
             kubevirt,
+            dvcr,
+            kubelet,
+            files,
             cp,
             mode: Mutex::new(Mode::Sidecar),
             failed_modes: Mutex::new(Vec::new()),
@@ -153,7 +222,13 @@ impl Env {
                 Mode::Sidecar => self.sidecar.kubeconfig.clone(),
                 Mode::Embedded => PathBuf::from(self.cp.kubeconfig()),
             };
-            *lock(&self.ctl) = Some(ControllerProc::start(&self.cp.dir, &kubeconfig, mode));
+            let data = [
+                ("POD_NAMESPACE", CONTROLLER_NS.to_owned()),
+                ("DVCR_ADDRESS", self.dvcr.address.clone()),
+                ("DATA_POD_NODE_SELECTOR", format!("{DATA_NODE_LABEL}=true")),
+                ("DATA_POD_IMAGE", "virtualization-dvcr:dev".to_owned()),
+            ];
+            *lock(&self.ctl) = Some(ControllerProc::start(&self.cp.dir, &kubeconfig, mode, &data));
             self.wait("controller /readyz 200", || {
                 let mut c = self.ctl();
                 if !c.alive() {

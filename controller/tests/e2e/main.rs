@@ -19,6 +19,8 @@
 //! (all of the sidecar mode, then all of the embedded mode, then the manifests), each case in
 //! namespaces of its own (suffixed with the mode), polling with deadlines.
 
+#[path = "../kubelet_double/mod.rs"]
+mod kubelet_double;
 #[path = "../support/mod.rs"]
 mod support;
 #[path = "../virt_handler_double/mod.rs"]
@@ -28,6 +30,8 @@ mod class;
 mod controller;
 mod disk;
 mod env;
+mod files;
+mod image;
 mod manifests;
 mod resilience;
 mod vm;
@@ -61,6 +65,9 @@ const CASES: &[(&str, Case)] = &[
     ("apiserver_restart", resilience::apiserver_restart),
     ("class", class::class),
     ("disks", disk::disks),
+    ("images", image::images),
+    ("upload", image::upload),
+    ("import_failures", image::import_failures),
     ("webhook", webhook::webhook),
     ("sigterm", controller::sigterm),
 ];

@@ -10,7 +10,7 @@ use crate::env::*;
 /// kube-apiserver calls the webhook (registered for this mode's namespace only) and kubectl
 /// shows each denial's message; a good VM is admitted, and a bad update of it denied.
 pub fn webhook(env: &Env) {
-    use virtualization_controller::webhook::{KUBEVIRT_KEY_MESSAGE, PATH};
+    use virtualization_controller::webhook::{DISK_PATH, IMAGE_PATH, KUBEVIRT_KEY_MESSAGE, PATH};
     let ns = env.namespace("webhook");
     let ns = ns.as_str();
     let mode = env.mode().name();
@@ -44,6 +44,34 @@ webhooks:
     apiVersions: [v1alpha2]
     operations: [CREATE, UPDATE]
     resources: [virtualmachines]
+- name: vi.validate.virtualization.deckhouse.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  clientConfig:
+    url: https://127.0.0.1:{port}{IMAGE_PATH}
+    caBundle: {ca}
+  namespaceSelector: {{matchLabels: {{webhook-test: {mode}}}}}
+  rules:
+  - apiGroups: [virtualization.deckhouse.io]
+    apiVersions: [v1alpha2]
+    operations: [CREATE, UPDATE]
+    resources: [virtualimages]
+- name: vd.validate.virtualization.deckhouse.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  clientConfig:
+    url: https://127.0.0.1:{port}{DISK_PATH}
+    caBundle: {ca}
+  namespaceSelector: {{matchLabels: {{webhook-test: {mode}}}}}
+  rules:
+  - apiGroups: [virtualization.deckhouse.io]
+    apiVersions: [v1alpha2]
+    operations: [CREATE, UPDATE]
+    resources: [virtualdisks]
 "#
     ));
     let apply = |yaml: &str| kubectl_in(env.cp.kubeconfig(), &["apply", "-f", "-"], yaml);
@@ -121,6 +149,55 @@ webhooks:
             .kubectl(&["label", VM, "good", "-n", ns, "kubevirt.io/evil=x"]),
     );
     assert!(err.contains(KUBEVIRT_KEY_MESSAGE), "{err}");
+
+    // Images and disks: an http(s) URL, hex checksums, a data source fixed once provisioning
+    // started.
+    let vi = |name: &str, source: &str| {
+        format!(
+            "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualImage\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  dataSource: {source}\n"
+        )
+    };
+    let err = fails(&apply(&vi(
+        "ftp",
+        "{type: HTTP, http: {url: \"ftp://example.com/a.img\"}}",
+    )));
+    assert!(
+        err.contains(
+            "spec.dataSource.http.url \"ftp://example.com/a.img\": the scheme must be http or https"
+        ),
+        "{err}"
+    );
+    let disk = format!(
+        "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualDisk\nmetadata: {{name: sum, namespace: {ns}}}\nspec:\n  persistentVolumeClaim: {{size: 1Gi}}\n  dataSource: {{type: HTTP, http: {{url: \"https://example.com/a.img\", checksum: {{md5: xyz}}}}}}\n"
+    );
+    let err = fails(&apply(&disk));
+    assert!(
+        err.contains("spec.dataSource.http.checksum.md5 \"xyz\" is not 32 hex digits"),
+        "{err}"
+    );
+    let stalled = format!("{ns}-never.img");
+    env.apply(&vi(
+        "moving",
+        &format!(
+            "{{type: HTTP, http: {{url: \"{}\"}}}}",
+            env.files.url(&format!("stall/{stalled}"))
+        ),
+    ));
+    crate::image::wait_image(env, ns, "moving", "Provisioning");
+    let err = fails(&apply(&vi(
+        "moving",
+        "{type: HTTP, http: {url: \"https://example.com/other.img\"}}",
+    )));
+    assert!(
+        err.contains(
+            "spec.dataSource of a VirtualImage cannot change once provisioning started (phase Provisioning)"
+        ),
+        "{err}"
+    );
+    ok(&env
+        .cp
+        .kubectl(&["delete", crate::image::VI, "moving", "-n", ns, "--wait=false"]));
+    env.files.release(&stalled);
     ok(&env
         .cp
         .kubectl(&["delete", "validatingwebhookconfiguration", &config]));

@@ -45,3 +45,16 @@ pub fn runtime() -> tokio::runtime::Runtime {
     virtualization_controller::install_crypto_provider();
     rt
 }
+
+/// A kube-rs client with the credentials of `kubeconfig` (admin's, straight to
+/// kube-apiserver), made on `rt`.
+#[allow(dead_code)]
+pub fn admin_client(rt: &tokio::runtime::Runtime, kubeconfig: impl AsRef<std::path::Path>) -> kube::Client {
+    rt.block_on(async {
+        let kc = kube::config::Kubeconfig::read_from(kubeconfig.as_ref()).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .expect("kubeconfig");
+        kube::Client::try_from(config).expect("client")
+    })
+}

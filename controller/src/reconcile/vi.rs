@@ -1,0 +1,397 @@
+//! Reconcile of a `VirtualImage`: its data source resolved, an importer (or uploader) Pod run
+//! once, its result in the status, and its image deleted from DVCR with it.
+
+use std::sync::Arc;
+
+use kube::api::{Api, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::json;
+use tracing::{info, instrument};
+
+use super::data::{self, NotReady};
+use super::{Context, add_finalizer_patch, json_patch, remove_finalizer_patch};
+use crate::conditions::{self, condition};
+use crate::datapod::{self, Destination, Job, Owner, Source, State};
+use crate::resources::data_source::{DownloadSpeed, ImageUploadUrls, size_text, speed_text};
+use crate::resources::{ImagePhase, ImageSize, ImageStorage, ImageTarget, VirtualImage, VirtualImageStatus};
+use crate::{Error, Result};
+
+/// The finalizer the controller keeps on an image until its DVCR image is deleted.
+pub const FINALIZER: &str = "virtualization.deckhouse.io/vi-cleanup";
+/// The condition saying whether the data source can be read.
+pub const DATASOURCE_READY: &str = "DatasourceReady";
+/// The condition saying whether the image can be used.
+pub const READY: &str = "Ready";
+
+/// The status for `state` of `job`'s Pod (`Err`: the data source is not ready).
+pub fn status(
+    old: &VirtualImageStatus,
+    source: &Result<&Job, &NotReady>,
+    state: &State,
+    generation: Option<i64>,
+    now: &str,
+) -> VirtualImageStatus {
+    let c = &old.conditions;
+    let mut st = VirtualImageStatus {
+        observed_generation: generation,
+        ..Default::default()
+    };
+    let job = match source {
+        Err(nr) => {
+            st.phase = Some(ImagePhase::Pending);
+            st.conditions = vec![
+                condition(
+                    c,
+                    DATASOURCE_READY,
+                    false,
+                    nr.reason,
+                    nr.message.clone(),
+                    generation,
+                    now,
+                ),
+                condition(
+                    c,
+                    READY,
+                    false,
+                    "Pending",
+                    "waiting for the data source",
+                    generation,
+                    now,
+                ),
+            ];
+            return st;
+        }
+        Ok(job) => job,
+    };
+    let ds_ready = condition(
+        c,
+        DATASOURCE_READY,
+        true,
+        "DatasourceReady",
+        "the data source is ready",
+        generation,
+        now,
+    );
+    let upload = job.source == Source::Upload;
+    if upload {
+        st.image_upload_urls = Some(ImageUploadUrls {
+            external: None,
+            in_cluster: job.upload_url(),
+        });
+    }
+    let (phase, ready) = match state {
+        State::Missing | State::Pending | State::Terminating => {
+            let what = if upload {
+                "the uploader is starting"
+            } else {
+                "the importer is starting"
+            };
+            (
+                ImagePhase::Provisioning,
+                condition(c, READY, false, "Provisioning", what, generation, now),
+            )
+        }
+        State::Running if upload => (
+            ImagePhase::WaitForUserUpload,
+            condition(
+                c,
+                READY,
+                false,
+                "WaitForUserUpload",
+                format!(
+                    "upload the image: curl -T IMAGE {}",
+                    job.upload_url().unwrap_or_default()
+                ),
+                generation,
+                now,
+            ),
+        ),
+        State::Running => {
+            st.progress = Some("0%".into());
+            (
+                ImagePhase::Provisioning,
+                condition(c, READY, false, "Provisioning", "importing", generation, now),
+            )
+        }
+        State::Failed(why) => (
+            ImagePhase::Failed,
+            condition(
+                c,
+                READY,
+                false,
+                "ProvisioningFailed",
+                why.clone(),
+                generation,
+                now,
+            ),
+        ),
+        State::Succeeded(m) => {
+            let format = m.format.clone().unwrap_or_else(|| "raw".into());
+            let (stored, unpacked) = (m.stored_size.unwrap_or(0), m.unpacked_size.unwrap_or(0));
+            let speed = m.average_speed.unwrap_or(0);
+            st.progress = Some("100%".into());
+            st.image_upload_urls = None;
+            st.format = Some(format.clone());
+            st.cdrom = Some(format == "iso");
+            st.size = Some(ImageSize {
+                stored: Some(size_text(stored)),
+                stored_bytes: Some(stored.to_string()),
+                unpacked: Some(size_text(unpacked)),
+                unpacked_bytes: Some(unpacked.to_string()),
+            });
+            if speed > 0 {
+                st.download_speed = Some(DownloadSpeed {
+                    avg: Some(speed_text(speed)),
+                    avg_bytes: Some(speed.to_string()),
+                });
+            }
+            st.target = match &job.destination {
+                Destination::Registry(image) => Some(ImageTarget {
+                    registry_url: Some(image.clone()),
+                    persistent_volume_claim_name: None,
+                }),
+                Destination::Claim { name, .. } => Some(ImageTarget {
+                    registry_url: None,
+                    persistent_volume_claim_name: Some(name.clone()),
+                }),
+            };
+            (
+                ImagePhase::Ready,
+                condition(
+                    c,
+                    READY,
+                    true,
+                    "Ready",
+                    format!("a {format} image of {}", size_text(unpacked)),
+                    generation,
+                    now,
+                ),
+            )
+        }
+    };
+    st.phase = Some(phase);
+    st.conditions = vec![ds_ready, ready];
+    st
+}
+
+/// Writes `new` as the whole status of image `name`.
+async fn write_status(api: &Api<VirtualImage>, name: &str, new: &VirtualImageStatus) -> Result<()> {
+    let patch = json!([{"op": "add", "path": "/status", "value": new}]);
+    api.patch_status(name, &PatchParams::default(), &json_patch(patch)?)
+        .await?;
+    Ok(())
+}
+
+/// Reconciles one image.
+#[instrument(skip_all, fields(namespace = vi.namespace().unwrap_or_default(), name = %vi.name_any()))]
+pub async fn reconcile(vi: Arc<VirtualImage>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = vi.namespace().ok_or(Error::Missing("metadata.namespace"))?;
+    let name = vi.name_any();
+    let uid = vi.uid().ok_or(Error::Missing("metadata.uid"))?;
+    let api: Api<VirtualImage> = Api::namespaced(ctx.client.clone(), &ns);
+    let old = vi.status.clone().unwrap_or_default();
+    let owner = Owner {
+        kind: "VirtualImage",
+        name: name.clone(),
+        namespace: ns.clone(),
+        uid: uid.clone(),
+    };
+
+    if vi.meta().deletion_timestamp.is_some() {
+        if let Some(image) = old.target.as_ref().and_then(|t| t.registry_url.as_ref()) {
+            data::delete_from_dvcr(&ctx, image).await?;
+            info!(%image, "image deleted from DVCR");
+        }
+        if let Some(patch) = remove_finalizer_patch(vi.finalizers(), FINALIZER) {
+            api.patch(&name, &PatchParams::default(), &json_patch(patch)?)
+                .await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if matches!(old.phase, Some(ImagePhase::Ready | ImagePhase::Failed)) {
+        // Imported once; the data source cannot change.
+        return Ok(Action::await_change());
+    }
+    let Some(dvcr) = ctx.data.dvcr_address.clone() else {
+        let nr = NotReady {
+            reason: "DVCRNotConfigured",
+            message: "the controller runs without DVCR (--dvcr-address): images cannot be imported".into(),
+        };
+        let new = status(
+            &old,
+            &Err(&nr),
+            &State::Missing,
+            vi.meta().generation,
+            &conditions::now(),
+        );
+        if !same(&old, &new) {
+            write_status(&api, &name, &new).await?;
+        }
+        return Ok(Action::await_change());
+    };
+    if !vi.finalizers().iter().any(|f| f == FINALIZER) {
+        let patch = json_patch(add_finalizer_patch(vi.finalizers(), FINALIZER))?;
+        api.patch(&name, &PatchParams::default(), &patch).await?;
+    }
+    let in_claim = vi.spec.storage == ImageStorage::PersistentVolumeClaim;
+    // A PersistentVolumeClaim image is imported into DVCR first, then copied into its claim.
+    let staged = old
+        .target
+        .as_ref()
+        .and_then(|t| t.registry_url.clone())
+        .filter(|_| in_claim && old.phase == Some(ImagePhase::Provisioning));
+    let job = match &staged {
+        Some(image) => {
+            let claim = ensure_claim(&ctx, &vi, &uid, &old).await?;
+            Ok(Job {
+                owner,
+                source: Source::Registry {
+                    image: image.clone(),
+                    auth: datapod::RegistryAuth::Dvcr,
+                    ca: None,
+                },
+                destination: claim,
+            })
+        }
+        None => match data::resolve(&vi.spec.data_source, &ns, &ctx).await? {
+            Ok(source) => Ok(Job {
+                owner,
+                source,
+                destination: Destination::Registry(datapod::image_reference(&dvcr, &ns, &name, &uid)),
+            }),
+            Err(nr) => Err(nr),
+        },
+    };
+    let state = match &job {
+        Ok(job) => data::drive(&ctx, job).await?,
+        Err(_) => State::Missing,
+    };
+    let mut new = status(
+        &old,
+        &job.as_ref(),
+        &state,
+        vi.meta().generation,
+        &conditions::now(),
+    );
+    if in_claim && staged.is_none() && new.phase == Some(ImagePhase::Ready) {
+        // In DVCR; the copy into the claim comes next.
+        new.phase = Some(ImagePhase::Provisioning);
+        new.progress = Some("50%".into());
+        new.conditions[1] = condition(
+            &old.conditions,
+            READY,
+            false,
+            "Provisioning",
+            "copying the image into its claim",
+            vi.meta().generation,
+            &conditions::now(),
+        );
+    }
+    if staged.is_some() {
+        // What the import into DVCR found stays; the copy only adds the claim.
+        new.download_speed = old.download_speed.clone();
+        new.cdrom = old.cdrom;
+        if new.phase != Some(ImagePhase::Ready) {
+            new.target = old.target.clone();
+            new.size = old.size.clone();
+            new.format = old.format.clone();
+            if new.phase == Some(ImagePhase::Provisioning) {
+                new.progress = Some("50%".into());
+            }
+        }
+    }
+    if let (Some(image), State::Succeeded(_)) = (&staged, &state) {
+        data::delete_from_dvcr(&ctx, image).await?;
+        info!(%image, "staged image deleted from DVCR");
+    }
+    if !same(&old, &new) {
+        write_status(&api, &name, &new).await?;
+        info!(phase = ?new.phase, "status");
+    }
+    if let (Ok(job), State::Succeeded(_) | State::Failed(_)) = (&job, &state) {
+        data::clean_up(&ctx, job).await?;
+    }
+    Ok(match job {
+        // The referred object's watch is not there: look again.
+        Err(_) => Action::requeue(std::time::Duration::from_secs(2)),
+        Ok(_) => Action::await_change(),
+    })
+}
+
+/// The claim of a `PersistentVolumeClaim` image, `vi-NAME-UID`, created sized to the image's
+/// unpacked size (whole MiB) when it is not there; its destination.
+async fn ensure_claim(
+    ctx: &Context,
+    vi: &VirtualImage,
+    uid: &str,
+    old: &VirtualImageStatus,
+) -> Result<Destination> {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let ns = vi.namespace().ok_or(Error::Missing("metadata.namespace"))?;
+    let name = format!("vi-{}-{uid}", vi.name_any());
+    let unpacked: u64 = old
+        .size
+        .as_ref()
+        .and_then(|s| s.unpacked_bytes.as_deref())
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0);
+    let mib = unpacked.div_ceil(1 << 20).max(1);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let pvc = match pvcs.get_opt(&name).await? {
+        Some(pvc) => pvc,
+        None => {
+            let mut spec = json!({
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": format!("{mib}Mi")}},
+            });
+            if let Some(class) = vi
+                .spec
+                .persistent_volume_claim
+                .as_ref()
+                .and_then(|c| c.storage_class_name.as_ref())
+            {
+                spec["storageClassName"] = json!(class);
+            }
+            let obj = json!({
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": {datapod::DATA_LABEL: format!("vi-{}", vi.name_any())},
+                    "ownerReferences": [{
+                        "apiVersion": format!("{}/{}", crate::resources::GROUP, crate::resources::VERSION),
+                        "kind": "VirtualImage",
+                        "name": vi.name_any(),
+                        "uid": uid,
+                        "controller": true,
+                        "blockOwnerDeletion": true,
+                    }],
+                },
+                "spec": spec,
+            });
+            let created = pvcs
+                .create(&kube::api::PostParams::default(), &serde_json::from_value(obj)?)
+                .await?;
+            info!(claim = %name, size = %format!("{mib}Mi"), "claim created");
+            created
+        }
+    };
+    Ok(Destination::Claim {
+        max_size: data::claim_bytes(&pvc).unwrap_or(mib << 20),
+        name,
+    })
+}
+
+/// Whether two statuses say the same (conditions compared without their times).
+fn same(a: &VirtualImageStatus, b: &VirtualImageStatus) -> bool {
+    let strip = |s: &VirtualImageStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time.clear();
+        }
+        s
+    };
+    strip(a) == strip(b)
+}
