@@ -6,7 +6,7 @@
 #   - their headline rows make the table between `<!-- headline -->` markers in README.md.
 # Not in CI: a full run takes about half an hour on 2 cores, and figures need a quiet machine.
 #
-# Usage: scripts/bench-report.sh [--only engine,proxy,subresources,vm200,load] [--logs DIR] [--from DIR]
+# Usage: scripts/bench-report.sh [--only engine,proxy,subresources,vm200,dvcr,load] [--logs DIR] [--from DIR]
 #   --only   run these benchmarks only (their blocks are replaced, the others kept; the README's
 #            headline table is rewritten only by a run of all of them)
 #   --logs   keep each benchmark's whole output in DIR (default: a temporary directory)
@@ -18,7 +18,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-ALL=engine,proxy,subresources,vm200,load
+ALL=engine,proxy,subresources,vm200,dvcr,load
 only=$ALL
 logs=
 from=
@@ -79,6 +79,11 @@ if want vm200; then
   step vm200
   cargo bench -j2 -p virtualization-controller --bench vm200 > "$logs/vm200.log"
   ran+=(vm200)
+fi
+if want dvcr; then
+  step dvcr
+  cargo bench -j2 -p virtualization-dvcr --bench import > "$logs/dvcr.log"
+  ran+=(dvcr)
 fi
 if want load; then
   step load

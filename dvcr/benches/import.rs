@@ -107,10 +107,7 @@ fn main() {
         &work,
     );
 
-    let mut r = Report::new(
-        "dvcr-import",
-        &["import", "wall time", "throughput", "download speed"],
-    );
+    let mut r = Report::new("dvcr", &["import", "wall time", "throughput", "download speed"]);
     let speed = |m: &TerminationMessage| format!("{:.1} MB/s", m.average_speed.unwrap_or(0) as f64 / 1e6);
     r.row([
         "http → DVCR (raw → qcow2 layer)".to_owned(),

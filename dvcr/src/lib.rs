@@ -30,3 +30,6 @@ pub mod upload;
 pub use destination::{Destination, delete_image, delete_image_with_auth_file, delete_image_with_secret};
 pub use import::{Import, import};
 pub use source::Source;
+
+#[cfg(feature = "internals")]
+pub mod fuzzing;

@@ -216,7 +216,7 @@ fn origin(url: &str) -> String {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Manifest {
+pub(crate) struct Manifest {
     media_type: Option<String>,
     #[serde(default)]
     layers: Vec<Descriptor>,

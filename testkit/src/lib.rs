@@ -7,6 +7,7 @@ mod commands;
 mod control_plane;
 mod doubles;
 mod dvcr;
+mod files;
 mod kubevirt;
 mod paths;
 mod pki;
@@ -21,7 +22,8 @@ pub use commands::{
 };
 pub use control_plane::ControlPlane;
 pub use doubles::{line_channel, spawn_double};
-pub use dvcr::{Dvcr, FileServer};
+pub use dvcr::Dvcr;
+pub use files::FileServer;
 pub use kubevirt::KubeVirt;
 pub use paths::{
     crd_fixtures, free_port, kube_bin_dir, kubectl_bin, rewriter_bin, temp_dir, testdata, workspace,

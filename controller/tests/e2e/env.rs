@@ -12,7 +12,6 @@ use kube_api_rewriter_testkit::*;
 use serde_json::Value;
 
 use crate::controller::{ControllerProc, Mode};
-use crate::files::FileServer;
 use crate::kubelet_double::KubeletDouble;
 use crate::support;
 pub use crate::support::vm_yaml;
@@ -94,7 +93,7 @@ fn data_path(
         vec![("virtualization-dvcr".to_owned(), bin)],
         cp.dir.join("kubelet"),
     ));
-    let files = FileServer::start(cp.dir.join("files"));
+    let files = FileServer::start(&cp.dir.join("files"));
     (dvcr, kubelet, files)
 }
 

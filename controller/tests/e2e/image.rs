@@ -220,7 +220,7 @@ pub fn images(env: &Env) {
     let src = env.files.dir.join(format!("{ns}-disk.raw"));
     raw_disk(&src, 16, 7);
     let src_sum = sha256(&src);
-    let url = env.files.url(&format!("{ns}-disk.raw"));
+    let url = env.files.file_url(&format!("{ns}-disk.raw"));
     env.apply(&vi_yaml(ns, "ubuntu", &http_source(&url, Some(&src_sum))));
     let vi = wait_image(env, ns, "ubuntu", "Ready");
     let st = &vi["status"];
@@ -294,7 +294,7 @@ pub fn images(env: &Env) {
     env.apply(&vi_yaml(
         ns,
         "installer",
-        &http_source(&env.files.url(&format!("{ns}-installer.iso")), None),
+        &http_source(&env.files.file_url(&format!("{ns}-installer.iso")), None),
     ));
     let vi_iso = wait_image(env, ns, "installer", "Ready");
     assert_eq!(vi_iso["status"]["format"], "iso", "{vi_iso}");
@@ -484,17 +484,20 @@ pub fn import_failures(env: &Env) {
         ),
         (
             "checksum",
-            http_source(&env.files.url(&format!("{ns}-disk.raw")), Some(&"0".repeat(64))),
+            http_source(
+                &env.files.file_url(&format!("{ns}-disk.raw")),
+                Some(&"0".repeat(64)),
+            ),
             "checksum mismatch".to_owned(),
         ),
         (
             "not-an-image",
-            http_source(&env.files.url(&format!("{ns}-page.html")), None),
+            http_source(&env.files.file_url(&format!("{ns}-page.html")), None),
             "not a disk image".to_owned(),
         ),
         (
             "missing",
-            http_source(&env.files.url(&format!("{ns}-nothing.img")), None),
+            http_source(&env.files.file_url(&format!("{ns}-nothing.img")), None),
             "404".to_owned(),
         ),
     ];
@@ -551,7 +554,7 @@ pub fn import_failures(env: &Env) {
     env.apply(&vi_yaml(
         ns,
         "retried",
-        &http_source(&env.files.url(&format!("stall/{ns}-disk.raw")), None),
+        &http_source(&env.files.file_url(&format!("stall/{ns}-disk.raw")), None),
     ));
     let vi = wait_image(env, ns, "retried", "Provisioning");
     let pod = format!("d8v-vi-importer-{}", vi["metadata"]["uid"].as_str().expect("uid"));

@@ -30,7 +30,6 @@ mod class;
 mod controller;
 mod disk;
 mod env;
-mod files;
 mod image;
 mod manifests;
 mod resilience;

@@ -180,7 +180,7 @@ webhooks:
         "moving",
         &format!(
             "{{type: HTTP, http: {{url: \"{}\"}}}}",
-            env.files.url(&format!("stall/{stalled}"))
+            env.files.file_url(&format!("stall/{stalled}"))
         ),
     ));
     crate::image::wait_image(env, ns, "moving", "Provisioning");
