@@ -196,13 +196,29 @@ pub async fn drive(ctx: &Context, job: &Job) -> Result<State> {
     let name = job.name();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let pod = pods.get_opt(&name).await?;
+    if let Some(p) = &pod
+        && !owned_by(&p.metadata, &job.owner.uid)
+    {
+        return Ok(State::Failed(format!(
+            "a Pod {name} that the controller did not make is in the way"
+        )));
+    }
     let state = datapod::state(pod.as_ref());
     if state != State::Missing {
         return Ok(state);
     }
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
     let dvcr = settings_secret(ctx, &ctx.data.dvcr_secret).await?;
-    if secrets.get_metadata_opt(&name).await?.is_none() {
+    let secret = secrets.get_metadata_opt(&name).await?;
+    if let Some(s) = &secret
+        && !owned_by(&s.metadata, &job.owner.uid)
+    {
+        // Someone else's Secret would hand the Pod their credentials or certificate.
+        return Ok(State::Failed(format!(
+            "a Secret {name} that the controller did not make is in the way"
+        )));
+    }
+    if secret.is_none() {
         let tls = if job.source == Source::Upload {
             settings_secret(ctx, &ctx.data.uploader_tls_secret).await?
         } else {
@@ -222,6 +238,14 @@ pub async fn drive(ctx: &Context, job: &Job) -> Result<State> {
     create(&pods, &pod).await?;
     info!(pod = %name, source = ?source_kind(&job.source), "data Pod created");
     Ok(State::Pending)
+}
+
+/// Whether `meta`'s controller is the object of uid `uid`.
+fn owned_by(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, uid: &str) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
 fn source_kind(s: &Source) -> &'static str {
