@@ -144,6 +144,7 @@ impl App {
                 };
                 Ok(Step::Respond(json(&doc)))
             }
+            ApiPath::InvalidName { message } => Err(Error::BadRequest(message)),
             ApiPath::VmList { namespace } => {
                 let attrs = Attributes::Resource {
                     verb: if method == Method::GET {

@@ -43,6 +43,13 @@ pub enum ApiPath<'a> {
         /// The subresource segment as given.
         sub: &'a str,
     },
+    /// `.../namespaces/{ns}/virtualmachines[/{name}[/{sub}]]` whose namespace or VM name
+    /// cannot be an object's name (`Vm_Bad`, 300 characters, `..`, `a%2Fb`): a 400 naming it,
+    /// for every subresource, whatever the method.
+    InvalidName {
+        /// Why, naming the value.
+        message: String,
+    },
     /// Anything else (health, version, OpenAPI and unknown paths).
     Other,
 }
@@ -69,6 +76,22 @@ pub fn parse_path(path: &str) -> ApiPath<'_> {
         Some(r) => r.split('/').collect(),
         None => return ApiPath::Other,
     };
+    if let ["namespaces", ns, "virtualmachines", rest @ ..] = segs.as_slice()
+        && rest.len() <= 2
+    {
+        if let Err(why) = dns_label(ns) {
+            return ApiPath::InvalidName {
+                message: format!("invalid namespace {ns:?}: {why}"),
+            };
+        }
+        if let Some(name) = rest.first()
+            && let Err(why) = dns_subdomain(name)
+        {
+            return ApiPath::InvalidName {
+                message: format!("invalid VirtualMachine name {name:?}: {why}"),
+            };
+        }
+    }
     if segs.iter().any(|s| !is_name(s)) {
         return ApiPath::Other;
     }
@@ -81,6 +104,40 @@ pub fn parse_path(path: &str) -> ApiPath<'_> {
             sub,
         },
         _ => ApiPath::Other,
+    }
+}
+
+/// Kubernetes' check of a namespace name (an RFC 1123 label), with its message.
+fn dns_label(s: &str) -> Result<(), String> {
+    if s.len() > 63 {
+        return Err("must be no more than 63 characters".into());
+    }
+    rfc1123(s, false)
+}
+
+/// Kubernetes' check of an object name (a lowercase RFC 1123 subdomain), with its message.
+fn dns_subdomain(s: &str) -> Result<(), String> {
+    if s.len() > 253 {
+        return Err("must be no more than 253 characters".into());
+    }
+    rfc1123(s, true)
+}
+
+fn rfc1123(s: &str, dots: bool) -> Result<(), String> {
+    let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let inner = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || (dots && *b == b'.');
+    let ok = edge(s.as_bytes().first())
+        && edge(s.as_bytes().last())
+        && s.as_bytes().iter().all(inner)
+        && (!dots
+            || s.split('.')
+                .all(|l| edge(l.as_bytes().first()) && edge(l.as_bytes().last())));
+    if ok {
+        Ok(())
+    } else if dots {
+        Err("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into())
+    } else {
+        Err("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character".into())
     }
 }
 
@@ -452,13 +509,59 @@ mod tests {
             "/apis/subresources.virtualization.deckhouse.io/v1",
             "/apis/subresources.virtualization.deckhouse.io/v1alpha2x",
             &format!("{P}/namespaces/ns/virtualmachines/vm/console/extra"),
-            &format!("{P}/namespaces/ns/virtualmachines/../console"),
-            &format!("{P}/namespaces/ns/virtualmachines/%2e%2e/console"),
-            &format!("{P}/namespaces//virtualmachines/vm/console"),
             &format!("{P}/namespaces/ns/pods/vm/console"),
+            &format!("{P}/namespaces/ns/virtualmachines/vm/con%2Fsole"),
         ] {
             assert_eq!(parse_path(other), ApiPath::Other, "{other}");
         }
+    }
+
+    #[test]
+    fn names_that_cannot_be_objects_are_named_in_the_answer() {
+        let long = "v".repeat(300);
+        for (path, says) in [
+            (
+                format!("{P}/namespaces/ns/virtualmachines/Vm_Bad/unfreeze"),
+                "invalid VirtualMachine name \"Vm_Bad\": a lowercase RFC 1123 subdomain",
+            ),
+            (
+                format!("{P}/namespaces/ns/virtualmachines/{long}/freeze"),
+                "must be no more than 253 characters",
+            ),
+            (
+                format!("{P}/namespaces/ns/virtualmachines/../console"),
+                "invalid VirtualMachine name \"..\"",
+            ),
+            (
+                format!("{P}/namespaces/ns/virtualmachines/%2e%2e/console"),
+                "invalid VirtualMachine name \"%2e%2e\"",
+            ),
+            (
+                format!("{P}/namespaces/ns/virtualmachines/a%2Fb/unfreeze"),
+                "invalid VirtualMachine name \"a%2Fb\"",
+            ),
+            (
+                format!("{P}/namespaces/ns/virtualmachines/a..b"),
+                "invalid VirtualMachine name \"a..b\"",
+            ),
+            (
+                format!("{P}/namespaces//virtualmachines/vm/console"),
+                "invalid namespace \"\"",
+            ),
+            (
+                format!("{P}/namespaces/Ns/virtualmachines"),
+                "invalid namespace \"Ns\": a lowercase RFC 1123 label",
+            ),
+        ] {
+            match parse_path(&path) {
+                ApiPath::InvalidName { message } => assert!(message.contains(says), "{path}: {message}"),
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            parse_path(&format!("{P}/namespaces/ns/virtualmachines/vm.a-1/unfreeze")),
+            ApiPath::Subresource { name: "vm.a-1", .. }
+        ));
     }
 
     #[test]
