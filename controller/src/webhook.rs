@@ -4,7 +4,8 @@
 //! `kubevirt.io` group (the rewriter renames those, so a user could reach KubeVirt's own
 //! labels through them), duplicate `blockDeviceRefs`, and core counts below 1 or not allowed by
 //! the VM's class. [`IMAGE_PATH`] and [`DISK_PATH`] validate `VirtualImage`s and `VirtualDisk`s:
-//! their data source ([`check_image`], [`check_disk`]).
+//! their data source ([`check_image`], [`check_disk`]). [`MUTATE_PATH`] is the mutating webhook
+//! of VMs: a VM with no class gets the default one ([`default_class`]).
 //!
 //! The listener has limits: a TLS handshake must finish within [`HANDSHAKE_TIMEOUT`], request
 //! headers arrive within [`HEADER_TIMEOUT`], a body is at most [`MAX_BODY`] bytes, a connection
@@ -25,8 +26,10 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
 mod data;
+mod mutate;
 
 pub use data::{DISK_PATH, IMAGE_PATH, check_disk, check_image};
+pub use mutate::{DEFAULT_CLASS_ANNOTATION, MUTATE_PATH, class_patch, default_class};
 
 use crate::kubevirt;
 use crate::resources::{VirtualMachine, VirtualMachineClass};
@@ -146,7 +149,7 @@ async fn handle(
         r
     };
     let path = req.uri().path().to_owned();
-    if ![PATH, IMAGE_PATH, DISK_PATH].contains(&path.as_str()) {
+    if ![PATH, IMAGE_PATH, DISK_PATH, MUTATE_PATH].contains(&path.as_str()) {
         return Ok(reply(StatusCode::NOT_FOUND, r#"{"error":"not found"}"#.into()));
     }
     if req.method() != hyper::Method::POST {
@@ -167,6 +170,7 @@ async fn handle(
     let answer = match path.as_str() {
         IMAGE_PATH => data::review_image(&body),
         DISK_PATH => data::review_disk(&body),
+        MUTATE_PATH => mutate::review(&body, &client).await,
         _ => review(&body, &client).await,
     };
     Ok(match answer {

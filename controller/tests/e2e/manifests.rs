@@ -21,6 +21,7 @@ pub fn deploy_manifests(env: &Env) {
         "deployment.apps/virtualization-controller",
         "service/virtualization-controller",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/virtualization-controller",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/virtualization-controller",
         "configmap/dvcr-config",
         "deployment.apps/dvcr",
         "persistentvolumeclaim/dvcr-data",

@@ -10,7 +10,9 @@ use crate::env::*;
 /// kube-apiserver calls the webhook (registered for this mode's namespace only) and kubectl
 /// shows each denial's message; a good VM is admitted, and a bad update of it denied.
 pub fn webhook(env: &Env) {
-    use virtualization_controller::webhook::{DISK_PATH, IMAGE_PATH, KUBEVIRT_KEY_MESSAGE, PATH};
+    use virtualization_controller::webhook::{
+        DEFAULT_CLASS_ANNOTATION, DISK_PATH, IMAGE_PATH, KUBEVIRT_KEY_MESSAGE, MUTATE_PATH, PATH,
+    };
     let ns = env.namespace("webhook");
     let ns = ns.as_str();
     let mode = env.mode().name();
@@ -198,6 +200,72 @@ webhooks:
         .cp
         .kubectl(&["delete", crate::image::VI, "moving", "-n", ns, "--wait=false"]));
     env.files.release(&stalled);
+
+    // The mutating webhook: a VM naming no class gets the default one, one naming a class keeps
+    // it.
+    env.apply(&format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {{name: {config}}}
+webhooks:
+- name: vm.mutate.virtualization.deckhouse.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  clientConfig:
+    url: https://127.0.0.1:{port}{MUTATE_PATH}
+    caBundle: {ca}
+  namespaceSelector: {{matchLabels: {{webhook-test: {mode}}}}}
+  rules:
+  - apiGroups: [virtualization.deckhouse.io]
+    apiVersions: [v1alpha2]
+    operations: [CREATE]
+    resources: [virtualmachines]
+"#
+    ));
+    let default_class = format!("generic-{mode}");
+    env.apply(&format!(
+        "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachineClass\nmetadata:\n  name: {default_class}\n  annotations: {{{DEFAULT_CLASS_ANNOTATION}: \"true\"}}\nspec: {{}}\n"
+    ));
+    let classed = env.wait("the mutating webhook in force", || {
+        let o = kubectl_in(
+            env.cp.kubeconfig(),
+            &["create", "--dry-run=server", "-o", "json", "-f", "-"],
+            &vm_yaml(ns, "classless", "AlwaysOff", "256Mi"),
+        );
+        let vm = parse_json(&ok(&o));
+        if vm["spec"]["virtualMachineClassName"] == default_class.as_str() {
+            Ok(vm)
+        } else {
+            Err(vm["spec"].to_string())
+        }
+    });
+    assert_eq!(classed["metadata"]["name"], "classless", "{classed}");
+    env.apply(&vm_yaml(ns, "classless", "AlwaysOff", "256Mi"));
+    let vm = env.get(VM, ns, "classless").expect("the VM");
+    assert_eq!(
+        vm["spec"]["virtualMachineClassName"],
+        default_class.as_str(),
+        "{vm}"
+    );
+    env.apply(
+        &(vm_yaml(ns, "classed", "AlwaysOff", "256Mi")
+            + &format!("  virtualMachineClassName: small-{mode}\n")),
+    );
+    let vm = env.get(VM, ns, "classed").expect("the VM");
+    assert_eq!(
+        vm["spec"]["virtualMachineClassName"],
+        format!("small-{mode}").as_str(),
+        "{vm}"
+    );
+    ok(&env
+        .cp
+        .kubectl(&["delete", "mutatingwebhookconfiguration", &config]));
+    ok(&env
+        .cp
+        .kubectl(&["delete", VM, "classless", "classed", "-n", ns, "--wait=false"]));
+    ok(&env.cp.kubectl(&["delete", VMC, &default_class]));
     ok(&env
         .cp
         .kubectl(&["delete", "validatingwebhookconfiguration", &config]));
