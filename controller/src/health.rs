@@ -78,7 +78,7 @@ pub fn respond(path: &str, endpoints: Endpoints, ctx: &Context) -> (&'static str
         (Endpoints::Probes, "/readyz") => ("503 Service Unavailable", "not ready\n".into()),
         (Endpoints::Metrics, "/metrics") => (
             "200 OK",
-            crate::metrics::render(ctx.errors.load(Ordering::Relaxed), ctx.vm_rows()),
+            crate::metrics::render(ctx.metric_rows(ctx.errors.load(Ordering::Relaxed))),
         ),
         _ => ("404 Not Found", "not found\n".into()),
     }

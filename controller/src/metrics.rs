@@ -1,8 +1,9 @@
 //! What `/metrics` shows, in the Prometheus text format (prometheus-client): the reconcile error
 //! count and `d8_virtualization_virtualmachine_status_phase`, one series per VM and phase (1 for
-//! the VM's phase, 0 for the others), as Deckhouse's controller exports it. Both are read at
-//! scrape time from the controller's own state (its VM cache), so nothing goes stale when a VM
-//! is deleted.
+//! the VM's phase, 0 for the others), as Deckhouse's controller exports it, and the same for
+//! disks (`d8_virtualization_virtualdisk_status_phase`) and images
+//! (`d8_virtualization_virtualimage_status_phase`). All are read at scrape time from the
+//! controller's own state (its caches), so nothing goes stale when an object is deleted.
 
 use kube::ResourceExt as _;
 use prometheus_client::collector::Collector;
@@ -12,7 +13,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::resources::{VirtualMachine, VmPhase};
+use crate::resources::{DiskPhase, ImagePhase, VirtualDisk, VirtualImage, VirtualMachine, VmPhase};
 
 /// The phase metric's name.
 pub const PHASE_METRIC: &str = "d8_virtualization_virtualmachine_status_phase";
@@ -59,16 +60,112 @@ impl VmRow {
     }
 }
 
+/// The disk phase metric's name.
+pub const DISK_PHASE_METRIC: &str = "d8_virtualization_virtualdisk_status_phase";
+/// The image phase metric's name.
+pub const IMAGE_PHASE_METRIC: &str = "d8_virtualization_virtualimage_status_phase";
+
+/// Every disk phase, in the order the series are written.
+pub const DISK_PHASES: [DiskPhase; 8] = [
+    DiskPhase::Pending,
+    DiskPhase::Provisioning,
+    DiskPhase::WaitForUserUpload,
+    DiskPhase::WaitForFirstConsumer,
+    DiskPhase::Ready,
+    DiskPhase::Failed,
+    DiskPhase::Lost,
+    DiskPhase::Terminating,
+];
+
+/// Every image phase, in the order the series are written.
+pub const IMAGE_PHASES: [ImagePhase; 6] = [
+    ImagePhase::Pending,
+    ImagePhase::Provisioning,
+    ImagePhase::WaitForUserUpload,
+    ImagePhase::Ready,
+    ImagePhase::Failed,
+    ImagePhase::Terminating,
+];
+
+/// A disk or image as its phase metric shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRow {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `status.phase`.
+    pub phase: String,
+}
+
+impl ObjectRow {
+    /// The row of a disk; `None` while it has no phase yet.
+    pub fn of_disk(vd: &VirtualDisk) -> Option<ObjectRow> {
+        let phase = vd.status.as_ref()?.phase?;
+        Some(Self::new(vd, format!("{phase:?}")))
+    }
+
+    /// The row of an image; `None` while it has no phase yet.
+    pub fn of_image(vi: &VirtualImage) -> Option<ObjectRow> {
+        let phase = vi.status.as_ref()?.phase?;
+        Some(Self::new(vi, format!("{phase:?}")))
+    }
+
+    fn new(o: &impl kube::Resource, phase: String) -> ObjectRow {
+        ObjectRow {
+            name: o.meta().name.clone().unwrap_or_default(),
+            namespace: o.meta().namespace.clone().unwrap_or_default(),
+            uid: o.meta().uid.clone().unwrap_or_default(),
+            phase,
+        }
+    }
+}
+
+/// What one scrape shows.
+#[derive(Debug, Default)]
+pub struct Rows {
+    /// Failed reconciles.
+    pub errors: u64,
+    /// VMs with a phase.
+    pub vms: Vec<VmRow>,
+    /// Disks with a phase.
+    pub disks: Vec<ObjectRow>,
+    /// Images with a phase.
+    pub images: Vec<ObjectRow>,
+}
+
 /// The values of one scrape.
 #[derive(Debug)]
-struct Snapshot {
-    errors: u64,
-    vms: Vec<VmRow>,
+struct Snapshot(Rows);
+
+/// Writes one phase family: a series per object and phase, 1 for its phase.
+fn encode_phases(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: &[ObjectRow],
+    phases: &[String],
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for row in rows {
+        for phase in phases {
+            let labels = [
+                ("name", row.name.as_str()),
+                ("namespace", row.namespace.as_str()),
+                ("uid", row.uid.as_str()),
+                ("phase", phase.as_str()),
+            ];
+            ConstGauge::new(i64::from(&row.phase == phase)).encode(metric.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
 }
 
 impl Collector for Snapshot {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let errors = ConstCounter::new(self.errors);
+        let errors = ConstCounter::new(self.0.errors);
         let metric = encoder.encode_descriptor(
             "virtualization_controller_reconcile_errors",
             "Reconciles that failed.",
@@ -82,7 +179,7 @@ impl Collector for Snapshot {
             None,
             MetricType::Gauge,
         )?;
-        for vm in &self.vms {
+        for vm in &self.0.vms {
             for phase in PHASES {
                 let phase_name = format!("{phase:?}");
                 let labels = [
@@ -95,14 +192,27 @@ impl Collector for Snapshot {
                 ConstGauge::new(i64::from(vm.phase == phase)).encode(metric.encode_family(&labels)?)?;
             }
         }
-        Ok(())
+        encode_phases(
+            &mut encoder,
+            DISK_PHASE_METRIC,
+            "The phase of a VirtualDisk: one series per phase, 1 for the current one.",
+            &self.0.disks,
+            &DISK_PHASES.map(|p| format!("{p:?}")),
+        )?;
+        encode_phases(
+            &mut encoder,
+            IMAGE_PHASE_METRIC,
+            "The phase of a VirtualImage: one series per phase, 1 for the current one.",
+            &self.0.images,
+            &IMAGE_PHASES.map(|p| format!("{p:?}")),
+        )
     }
 }
 
-/// The text of `/metrics` for `errors` failed reconciles and the VMs `vms`.
-pub fn render(errors: u64, vms: Vec<VmRow>) -> String {
+/// The text of `/metrics` for `rows`.
+pub fn render(rows: Rows) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Snapshot { errors, vms }));
+    registry.register_collector(Box::new(Snapshot(rows)));
     let mut out = String::new();
     // Writing into a String does not fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
@@ -122,7 +232,33 @@ mod tests {
             node: "n1".into(),
             phase: VmPhase::Running,
         };
-        let text = render(2, vec![row]);
+        let disk = ObjectRow {
+            name: "root".into(),
+            namespace: "ns".into(),
+            uid: "u-2".into(),
+            phase: "Provisioning".into(),
+        };
+        let text = render(Rows {
+            errors: 2,
+            vms: vec![row],
+            disks: vec![disk],
+            images: Vec::new(),
+        });
+        let disks: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(DISK_PHASE_METRIC))
+            .collect();
+        assert_eq!(disks.len(), DISK_PHASES.len(), "{text}");
+        assert!(
+            disks.contains(
+                &r#"d8_virtualization_virtualdisk_status_phase{name="root",namespace="ns",uid="u-2",phase="Provisioning"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("# TYPE {IMAGE_PHASE_METRIC} gauge\n")),
+            "{text}"
+        );
         assert!(
             text.contains("virtualization_controller_reconcile_errors_total 2\n"),
             "{text}"

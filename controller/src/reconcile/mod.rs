@@ -35,6 +35,10 @@ pub struct Context {
     pub ready: AtomicBool,
     /// The VM controller's cache, once it runs: what the phase metric shows.
     pub vms: std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualMachine>>,
+    /// The disk controller's cache, once it runs.
+    pub disks: std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualDisk>>,
+    /// The image controller's cache, once it runs.
+    pub images: std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualImage>>,
     /// How images and disks are imported.
     pub data: crate::datapod::DataSettings,
 }
@@ -52,8 +56,39 @@ impl Context {
             errors: AtomicU64::new(0),
             ready: AtomicBool::new(false),
             vms: std::sync::OnceLock::new(),
+            disks: std::sync::OnceLock::new(),
+            images: std::sync::OnceLock::new(),
             data,
         })
+    }
+
+    /// What `/metrics` shows now, with `errors` failed reconciles: VMs, disks and images of
+    /// the caches, each sorted by namespace and name.
+    pub fn metric_rows(&self, errors: u64) -> crate::metrics::Rows {
+        use crate::metrics::ObjectRow;
+        fn rows<K>(
+            store: Option<&kube::runtime::reflector::Store<K>>,
+            of: impl Fn(&K) -> Option<ObjectRow>,
+        ) -> Vec<ObjectRow>
+        where
+            K: kube::Resource + Clone + 'static,
+            K::DynamicType: std::hash::Hash + Eq + Clone,
+        {
+            let mut rows: Vec<_> = store
+                .map(|s| s.state())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|o| of(o))
+                .collect();
+            rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            rows
+        }
+        crate::metrics::Rows {
+            errors,
+            vms: self.vm_rows(),
+            disks: rows(self.disks.get(), ObjectRow::of_disk),
+            images: rows(self.images.get(), ObjectRow::of_image),
+        }
     }
 
     /// The VMs of the cache as the phase metric shows them, sorted by namespace and name.
@@ -400,6 +435,7 @@ pub async fn run(ctx: Arc<Context>) {
     .trigger_backoff(WatchBackoff::default())
     .shutdown_on_signal();
 
+    let _ = ctx.disks.set(disks.store());
     let images = Controller::new(
         Api::<VirtualImage>::all(client.clone()),
         watcher::Config::default(),
@@ -467,6 +503,7 @@ pub async fn run(ctx: Arc<Context>) {
     let disks = disks
         .run(vd::reconcile, error_policy, ctx.clone())
         .for_each(log_result);
+    let _ = ctx.images.set(images.store());
     let images = images
         .run(vi::reconcile, error_policy, ctx.clone())
         .for_each(log_result);

@@ -306,6 +306,25 @@ pub fn images(env: &Env) {
     let stored = read_back(env, &iso_ref, &work.join("installer"));
     assert_eq!(sha256(&stored), sha256(&iso_file), "an ISO is stored as it is");
 
+    // Their phases in /metrics.
+    let metrics = env.metrics();
+    let installer_uid = vi_iso["metadata"]["uid"].as_str().expect("uid");
+    let series = format!(
+        "d8_virtualization_virtualimage_status_phase{{name=\"installer\",namespace=\"{ns}\",uid=\"{installer_uid}\",phase=\"Ready\"}} 1"
+    );
+    assert!(
+        metrics.lines().any(|l| l == series),
+        "{series} not in:\n{metrics}"
+    );
+    let root_uid = vd["metadata"]["uid"].as_str().expect("uid");
+    let series = format!(
+        "d8_virtualization_virtualdisk_status_phase{{name=\"root\",namespace=\"{ns}\",uid=\"{root_uid}\",phase=\"Ready\"}} 1"
+    );
+    assert!(
+        metrics.lines().any(|l| l == series),
+        "{series} not in:\n{metrics}"
+    );
+
     // An image kept in a claim: imported into DVCR, copied into its claim, gone from DVCR.
     env.apply(&vi_yaml(ns, "base", &http_source(&url, None)).replace(
         "storage: ContainerRegistry",
