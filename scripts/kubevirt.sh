@@ -274,9 +274,13 @@ start_virt_controller() {
   port=$(free_port "${TAKEN[@]}"); TAKEN+=("$port")
   log "starting virt-controller"
   : >"$KV/virt-controller.log"
+  # virt-controller exits when it cannot renew its Lease within the renew deadline (10 s by
+  # default), and no kubelet restarts it here: the tests restart kube-apiserver, which takes up
+  # to ~20 s on a loaded machine, so its deadline is longer.
   launch "$KV/virt-controller.pid" "$KV/virt-controller.log" "$KUBEVIRT_BIN_DIR/virt-controller" \
     --kubeconfig "$KV/virt-controller-sidecar.kubeconfig" \
     --launcher-image virt-launcher:simulated --exporter-image virt-exportserver:simulated \
+    --leader-elect-lease-duration 90s --leader-elect-renew-deadline 60s \
     --listen 127.0.0.1 --port "$port"
   # Its HTTPS endpoints wait for a certificate virt-operator would issue; it is ready once it
   # holds the Lease and has started its controllers (after its informers synced).
