@@ -97,14 +97,23 @@ pub fn response(uid: &str, verdict: Result<(), String>) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
 }
 
+/// The `request` of an AdmissionReview body, and its `uid`.
+fn request(body: &[u8]) -> Result<(String, Value), String> {
+    let mut review: Value =
+        serde_json::from_slice(body).map_err(|e| format!("not an AdmissionReview: {e}"))?;
+    let request = review.get_mut("request").map(Value::take).unwrap_or_default();
+    let uid = request["uid"]
+        .as_str()
+        .ok_or("an AdmissionReview without request.uid")?
+        .to_owned();
+    Ok((uid, request))
+}
+
 /// Reviews one AdmissionReview body: the checks of [`check`], then the class's (an absent class
 /// is allowed: the VM waits for it, Pending).
 pub async fn review(body: &[u8], client: &kube::Client) -> Result<Value, String> {
-    let review: Value = serde_json::from_slice(body).map_err(|e| format!("not an AdmissionReview: {e}"))?;
-    let request = &review["request"];
-    let uid = request["uid"]
-        .as_str()
-        .ok_or("an AdmissionReview without request.uid")?;
+    let (uid, request) = request(body)?;
+    let uid = uid.as_str();
     let object = &request["object"];
     if object.is_null() {
         return Ok(response(uid, Ok(())));

@@ -3,6 +3,7 @@
 //! controllers until a shutdown signal.
 
 pub mod data;
+pub mod report;
 pub mod vd;
 pub mod vi;
 pub mod vm;
@@ -317,10 +318,10 @@ pub async fn run(ctx: Arc<Context>) {
     );
     let vm_store = vms.store();
     let _ = ctx.vms.set(vm_store.clone());
-    let vms_of_disk = {
+    // The VMs of the namespace that name the block device `name` of `kind`.
+    let vms_naming = |kind: BlockDeviceKind| {
         let store = vm_store.clone();
-        move |d: VirtualDisk| {
-            let (ns, name) = (d.namespace(), d.name_any());
+        move |ns: Option<String>, name: String| {
             store
                 .state()
                 .into_iter()
@@ -330,30 +331,19 @@ pub async fn run(ctx: Arc<Context>) {
                             .spec
                             .block_device_refs
                             .iter()
-                            .any(|r| r.kind == BlockDeviceKind::VirtualDisk && r.name == name)
+                            .any(|r| r.kind == kind && r.name == name)
                 })
                 .map(|vm| ObjectRef::from(vm.as_ref()))
                 .collect::<Vec<_>>()
         }
     };
+    let vms_of_disk = {
+        let naming = vms_naming(BlockDeviceKind::VirtualDisk);
+        move |d: VirtualDisk| naming(d.namespace(), d.name_any())
+    };
     let vms_of_image = {
-        let store = vm_store.clone();
-        move |i: VirtualImage| {
-            let (ns, name) = (i.namespace(), i.name_any());
-            store
-                .state()
-                .into_iter()
-                .filter(|vm| {
-                    vm.namespace() == ns
-                        && vm
-                            .spec
-                            .block_device_refs
-                            .iter()
-                            .any(|r| r.kind == BlockDeviceKind::VirtualImage && r.name == name)
-                })
-                .map(|vm| ObjectRef::from(vm.as_ref()))
-                .collect::<Vec<_>>()
-        }
+        let naming = vms_naming(BlockDeviceKind::VirtualImage);
+        move |i: VirtualImage| naming(i.namespace(), i.name_any())
     };
     let vms_of_class = {
         let store = vm_store.clone();

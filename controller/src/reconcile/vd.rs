@@ -13,11 +13,11 @@ use serde_json::{Value, json};
 use tracing::{info, instrument};
 
 use super::data::{self, NotReady};
-use super::vi::{DATASOURCE_READY, READY};
+use super::report::{Stage, report, same_status};
+use super::vi::READY;
 use super::{Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch};
 use crate::conditions::{self, condition};
-use crate::datapod::{Destination, Job, Owner, Source, State};
-use crate::resources::data_source::{DownloadSpeed, ImageUploadUrls, speed_text};
+use crate::datapod::{Destination, Job, Owner, State};
 use crate::resources::{DiskPhase, DiskTarget, GROUP, VERSION, VirtualDisk, VirtualDiskStatus};
 use crate::{Error, Result};
 
@@ -100,135 +100,50 @@ pub fn data_status(
     state: &State,
     now: &str,
 ) -> VirtualDiskStatus {
-    let c = &old.conditions;
-    let mut st = status(claim_name, pvc);
-    st.capacity = None;
-    let job = match source {
-        Err(nr) => {
-            st.phase = Some(DiskPhase::Pending);
-            st.conditions = vec![
-                condition(
-                    c,
-                    DATASOURCE_READY,
-                    false,
-                    nr.reason,
-                    nr.message.clone(),
-                    None,
-                    now,
-                ),
-                condition(
-                    c,
-                    READY,
-                    false,
-                    "Pending",
-                    "waiting for the data source",
-                    None,
-                    now,
-                ),
-            ];
-            return st;
-        }
-        Ok(job) => job,
+    let r = report(&old.conditions, source, state, None, now);
+    let claimed = status(claim_name, pvc);
+    let mut st = VirtualDiskStatus {
+        phase: None,
+        capacity: None,
+        target: claimed.target.clone(),
+        progress: r.progress,
+        download_speed: r.download_speed,
+        image_upload_urls: r.upload_urls,
+        conditions: r.conditions,
     };
-    let ds_ready = condition(
-        c,
-        DATASOURCE_READY,
-        true,
-        "DatasourceReady",
-        "the data source is ready",
-        None,
-        now,
-    );
-    let upload = job.source == Source::Upload;
-    if upload {
-        st.image_upload_urls = Some(ImageUploadUrls {
-            external: None,
-            in_cluster: job.upload_url(),
-        });
-    }
-    let (phase, ready) = match state {
-        State::Missing | State::Pending | State::Terminating => (
-            DiskPhase::Provisioning,
-            condition(
-                c,
-                READY,
-                false,
-                "Provisioning",
-                "the data Pod is starting",
-                None,
-                now,
-            ),
-        ),
-        State::Running if upload => (
-            DiskPhase::WaitForUserUpload,
-            condition(
-                c,
-                READY,
-                false,
-                "WaitForUserUpload",
-                format!(
-                    "upload the image: curl -T IMAGE {}",
-                    job.upload_url().unwrap_or_default()
-                ),
-                None,
-                now,
-            ),
-        ),
-        State::Running => {
-            st.progress = Some("0%".into());
-            (
-                DiskPhase::Provisioning,
-                condition(c, READY, false, "Provisioning", "filling the disk", None, now),
-            )
-        }
-        State::Failed(why) => (
-            DiskPhase::Failed,
-            condition(c, READY, false, "ProvisioningFailed", why.clone(), None, now),
-        ),
-        State::Succeeded(m) => {
+    st.phase = Some(match r.stage {
+        Stage::Pending => DiskPhase::Pending,
+        Stage::Provisioning => DiskPhase::Provisioning,
+        Stage::WaitForUserUpload => DiskPhase::WaitForUserUpload,
+        Stage::Failed => DiskPhase::Failed,
+        Stage::Done(m) => {
             let format = m.format.clone().unwrap_or_else(|| "raw".into());
-            let speed = m.average_speed.unwrap_or(0);
-            st.progress = Some("100%".into());
-            st.image_upload_urls = None;
-            if speed > 0 {
-                st.download_speed = Some(DownloadSpeed {
-                    avg: Some(speed_text(speed)),
-                    avg_bytes: Some(speed.to_string()),
-                });
-            }
-            let claimed = status(claim_name, pvc);
-            if claimed.phase == Some(DiskPhase::Ready) {
+            let bound = claimed.phase == Some(DiskPhase::Ready);
+            st.conditions[1] = if bound {
                 st.capacity = claimed.capacity;
-                (
-                    DiskPhase::Ready,
-                    condition(
-                        c,
-                        READY,
-                        true,
-                        "Ready",
-                        format!("filled with a {format} disk"),
-                        None,
-                        now,
-                    ),
+                condition(
+                    &old.conditions,
+                    READY,
+                    true,
+                    "Ready",
+                    format!("filled with a {format} disk"),
+                    None,
+                    now,
                 )
             } else {
-                (
-                    claimed.phase.unwrap_or(DiskPhase::Pending),
-                    condition(
-                        c,
-                        READY,
-                        false,
-                        "WaitForClaim",
-                        "filled; waiting for the claim to be bound",
-                        None,
-                        now,
-                    ),
+                condition(
+                    &old.conditions,
+                    READY,
+                    false,
+                    "WaitForClaim",
+                    "filled; waiting for the claim to be bound",
+                    None,
+                    now,
                 )
-            }
+            };
+            claimed.phase.unwrap_or(DiskPhase::Pending)
         }
-    };
-    st.phase = Some(phase);
-    st.conditions = vec![ds_ready, ready];
+    });
     st
 }
 
@@ -342,16 +257,8 @@ async fn write_status(api: &Api<VirtualDisk>, name: &str, new: &VirtualDiskStatu
     Ok(())
 }
 
-/// Whether two statuses say the same (conditions compared without their times).
 fn same(a: &VirtualDiskStatus, b: &VirtualDiskStatus) -> bool {
-    let strip = |s: &VirtualDiskStatus| {
-        let mut s = s.clone();
-        for c in &mut s.conditions {
-            c.last_transition_time.clear();
-        }
-        s
-    };
-    strip(a) == strip(b)
+    same_status(a, b, |s| &mut s.conditions)
 }
 
 #[cfg(test)]

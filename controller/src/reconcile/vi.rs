@@ -10,10 +10,11 @@ use serde_json::json;
 use tracing::{info, instrument};
 
 use super::data::{self, NotReady};
+use super::report::{Stage, report, same_status};
 use super::{Context, add_finalizer_patch, json_patch, remove_finalizer_patch};
 use crate::conditions::{self, condition};
 use crate::datapod::{self, Destination, Job, Owner, Source, State};
-use crate::resources::data_source::{DownloadSpeed, ImageUploadUrls, size_text, speed_text};
+use crate::resources::data_source::size_text;
 use crate::resources::{ImagePhase, ImageSize, ImageStorage, ImageTarget, VirtualImage, VirtualImageStatus};
 use crate::{Error, Result};
 
@@ -32,106 +33,23 @@ pub fn status(
     generation: Option<i64>,
     now: &str,
 ) -> VirtualImageStatus {
-    let c = &old.conditions;
+    let r = report(&old.conditions, source, state, generation, now);
     let mut st = VirtualImageStatus {
         observed_generation: generation,
+        progress: r.progress,
+        image_upload_urls: r.upload_urls,
+        download_speed: r.download_speed,
+        conditions: r.conditions,
         ..Default::default()
     };
-    let job = match source {
-        Err(nr) => {
-            st.phase = Some(ImagePhase::Pending);
-            st.conditions = vec![
-                condition(
-                    c,
-                    DATASOURCE_READY,
-                    false,
-                    nr.reason,
-                    nr.message.clone(),
-                    generation,
-                    now,
-                ),
-                condition(
-                    c,
-                    READY,
-                    false,
-                    "Pending",
-                    "waiting for the data source",
-                    generation,
-                    now,
-                ),
-            ];
-            return st;
-        }
-        Ok(job) => job,
-    };
-    let ds_ready = condition(
-        c,
-        DATASOURCE_READY,
-        true,
-        "DatasourceReady",
-        "the data source is ready",
-        generation,
-        now,
-    );
-    let upload = job.source == Source::Upload;
-    if upload {
-        st.image_upload_urls = Some(ImageUploadUrls {
-            external: None,
-            in_cluster: job.upload_url(),
-        });
-    }
-    let (phase, ready) = match state {
-        State::Missing | State::Pending | State::Terminating => {
-            let what = if upload {
-                "the uploader is starting"
-            } else {
-                "the importer is starting"
-            };
-            (
-                ImagePhase::Provisioning,
-                condition(c, READY, false, "Provisioning", what, generation, now),
-            )
-        }
-        State::Running if upload => (
-            ImagePhase::WaitForUserUpload,
-            condition(
-                c,
-                READY,
-                false,
-                "WaitForUserUpload",
-                format!(
-                    "upload the image: curl -T IMAGE {}",
-                    job.upload_url().unwrap_or_default()
-                ),
-                generation,
-                now,
-            ),
-        ),
-        State::Running => {
-            st.progress = Some("0%".into());
-            (
-                ImagePhase::Provisioning,
-                condition(c, READY, false, "Provisioning", "importing", generation, now),
-            )
-        }
-        State::Failed(why) => (
-            ImagePhase::Failed,
-            condition(
-                c,
-                READY,
-                false,
-                "ProvisioningFailed",
-                why.clone(),
-                generation,
-                now,
-            ),
-        ),
-        State::Succeeded(m) => {
+    st.phase = Some(match r.stage {
+        Stage::Pending => ImagePhase::Pending,
+        Stage::Provisioning => ImagePhase::Provisioning,
+        Stage::WaitForUserUpload => ImagePhase::WaitForUserUpload,
+        Stage::Failed => ImagePhase::Failed,
+        Stage::Done(m) => {
             let format = m.format.clone().unwrap_or_else(|| "raw".into());
             let (stored, unpacked) = (m.stored_size.unwrap_or(0), m.unpacked_size.unwrap_or(0));
-            let speed = m.average_speed.unwrap_or(0);
-            st.progress = Some("100%".into());
-            st.image_upload_urls = None;
             st.format = Some(format.clone());
             st.cdrom = Some(format == "iso");
             st.size = Some(ImageSize {
@@ -140,38 +58,30 @@ pub fn status(
                 unpacked: Some(size_text(unpacked)),
                 unpacked_bytes: Some(unpacked.to_string()),
             });
-            if speed > 0 {
-                st.download_speed = Some(DownloadSpeed {
-                    avg: Some(speed_text(speed)),
-                    avg_bytes: Some(speed.to_string()),
+            if let Ok(job) = source {
+                st.target = Some(match &job.destination {
+                    Destination::Registry(image) => ImageTarget {
+                        registry_url: Some(image.clone()),
+                        persistent_volume_claim_name: None,
+                    },
+                    Destination::Claim { name, .. } => ImageTarget {
+                        registry_url: None,
+                        persistent_volume_claim_name: Some(name.clone()),
+                    },
                 });
             }
-            st.target = match &job.destination {
-                Destination::Registry(image) => Some(ImageTarget {
-                    registry_url: Some(image.clone()),
-                    persistent_volume_claim_name: None,
-                }),
-                Destination::Claim { name, .. } => Some(ImageTarget {
-                    registry_url: None,
-                    persistent_volume_claim_name: Some(name.clone()),
-                }),
-            };
-            (
-                ImagePhase::Ready,
-                condition(
-                    c,
-                    READY,
-                    true,
-                    "Ready",
-                    format!("a {format} image of {}", size_text(unpacked)),
-                    generation,
-                    now,
-                ),
-            )
+            st.conditions[1] = condition(
+                &old.conditions,
+                READY,
+                true,
+                "Ready",
+                format!("a {format} image of {}", size_text(unpacked)),
+                generation,
+                now,
+            );
+            ImagePhase::Ready
         }
-    };
-    st.phase = Some(phase);
-    st.conditions = vec![ds_ready, ready];
+    });
     st
 }
 
@@ -384,14 +294,6 @@ async fn ensure_claim(
     })
 }
 
-/// Whether two statuses say the same (conditions compared without their times).
 fn same(a: &VirtualImageStatus, b: &VirtualImageStatus) -> bool {
-    let strip = |s: &VirtualImageStatus| {
-        let mut s = s.clone();
-        for c in &mut s.conditions {
-            c.last_transition_time.clear();
-        }
-        s
-    };
-    strip(a) == strip(b)
+    same_status(a, b, |s| &mut s.conditions)
 }

@@ -76,11 +76,8 @@ fn review<K: DeserializeOwned>(
     kind: &str,
     check: impl Fn(&K, Option<K>) -> Result<(), String>,
 ) -> Result<Value, String> {
-    let review: Value = serde_json::from_slice(body).map_err(|e| format!("not an AdmissionReview: {e}"))?;
-    let request = &review["request"];
-    let uid = request["uid"]
-        .as_str()
-        .ok_or("an AdmissionReview without request.uid")?;
+    let (uid, request) = super::request(body)?;
+    let uid = uid.as_str();
     let object = &request["object"];
     if object.is_null() {
         return Ok(response(uid, Ok(())));

@@ -42,11 +42,8 @@ pub fn class_patch(vm: &Value, class: &str) -> Option<Value> {
 /// and the controller then see it without a class).
 pub async fn review(body: &[u8], client: &kube::Client) -> Result<Value, String> {
     use base64::Engine as _;
-    let review: Value = serde_json::from_slice(body).map_err(|e| format!("not an AdmissionReview: {e}"))?;
-    let request = &review["request"];
-    let uid = request["uid"]
-        .as_str()
-        .ok_or("an AdmissionReview without request.uid")?;
+    let (uid, request) = super::request(body)?;
+    let uid = uid.as_str();
     let mut response = json!({"uid": uid, "allowed": true});
     let object = &request["object"];
     if request["operation"] == "CREATE" && class_patch(object, "").is_some() {
