@@ -27,54 +27,40 @@ pub fn webhook(env: &Env) {
         .expect("base64"));
     assert!(!ca.is_empty());
     let config = format!("vm-validation-{mode}");
-    env.apply(&format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {{name: {config}}}
-webhooks:
-- name: vm.validate.virtualization.deckhouse.io
+    // One webhook of a configuration: `path` of the controller's listener for `resource`,
+    // in this mode's namespace only.
+    let hook = |name: &str, path: &str, operations: &str, resource: &str| {
+        format!(
+            r#"- name: {name}.virtualization.deckhouse.io
   admissionReviewVersions: [v1]
   sideEffects: None
   failurePolicy: Fail
   timeoutSeconds: 10
   clientConfig:
-    url: https://127.0.0.1:{port}{PATH}
+    url: https://127.0.0.1:{port}{path}
     caBundle: {ca}
   namespaceSelector: {{matchLabels: {{webhook-test: {mode}}}}}
   rules:
   - apiGroups: [virtualization.deckhouse.io]
     apiVersions: [v1alpha2]
-    operations: [CREATE, UPDATE]
-    resources: [virtualmachines]
-- name: vi.validate.virtualization.deckhouse.io
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  timeoutSeconds: 10
-  clientConfig:
-    url: https://127.0.0.1:{port}{IMAGE_PATH}
-    caBundle: {ca}
-  namespaceSelector: {{matchLabels: {{webhook-test: {mode}}}}}
-  rules:
-  - apiGroups: [virtualization.deckhouse.io]
-    apiVersions: [v1alpha2]
-    operations: [CREATE, UPDATE]
-    resources: [virtualimages]
-- name: vd.validate.virtualization.deckhouse.io
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  timeoutSeconds: 10
-  clientConfig:
-    url: https://127.0.0.1:{port}{DISK_PATH}
-    caBundle: {ca}
-  namespaceSelector: {{matchLabels: {{webhook-test: {mode}}}}}
-  rules:
-  - apiGroups: [virtualization.deckhouse.io]
-    apiVersions: [v1alpha2]
-    operations: [CREATE, UPDATE]
-    resources: [virtualdisks]
+    operations: [{operations}]
+    resources: [{resource}]
 "#
+        )
+    };
+    let configuration = |kind: &str, hooks: &[String]| {
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: {kind}\nmetadata: {{name: {config}}}\nwebhooks:\n{}",
+            hooks.concat()
+        )
+    };
+    env.apply(&configuration(
+        "ValidatingWebhookConfiguration",
+        &[
+            hook("vm.validate", PATH, "CREATE, UPDATE", "virtualmachines"),
+            hook("vi.validate", IMAGE_PATH, "CREATE, UPDATE", "virtualimages"),
+            hook("vd.validate", DISK_PATH, "CREATE, UPDATE", "virtualdisks"),
+        ],
     ));
     let apply = |yaml: &str| kubectl_in(env.cp.kubeconfig(), &["apply", "-f", "-"], yaml);
     let labelled =
@@ -203,26 +189,9 @@ webhooks:
 
     // The mutating webhook: a VM naming no class gets the default one, one naming a class keeps
     // it.
-    env.apply(&format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {{name: {config}}}
-webhooks:
-- name: vm.mutate.virtualization.deckhouse.io
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  timeoutSeconds: 10
-  clientConfig:
-    url: https://127.0.0.1:{port}{MUTATE_PATH}
-    caBundle: {ca}
-  namespaceSelector: {{matchLabels: {{webhook-test: {mode}}}}}
-  rules:
-  - apiGroups: [virtualization.deckhouse.io]
-    apiVersions: [v1alpha2]
-    operations: [CREATE]
-    resources: [virtualmachines]
-"#
+    env.apply(&configuration(
+        "MutatingWebhookConfiguration",
+        &[hook("vm.mutate", MUTATE_PATH, "CREATE", "virtualmachines")],
     ));
     let default_class = format!("generic-{mode}");
     env.apply(&format!(
