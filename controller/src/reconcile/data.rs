@@ -269,6 +269,25 @@ where
     }
 }
 
+/// What follows a written status: `job`'s objects deleted once its Pod reported, and when to
+/// look again (a data source that is not ready has no watch here: in 2 s).
+pub async fn finish(
+    ctx: &Context,
+    job: &std::result::Result<Job, NotReady>,
+    state: &State,
+) -> Result<kube::runtime::controller::Action> {
+    use kube::runtime::controller::Action;
+    match job {
+        Err(_) => Ok(Action::requeue(std::time::Duration::from_secs(2))),
+        Ok(job) => {
+            if matches!(state, State::Succeeded(_) | State::Failed(_)) {
+                clean_up(ctx, job).await?;
+            }
+            Ok(Action::await_change())
+        }
+    }
+}
+
 /// Deletes `job`'s Pod, Secret and Service (each may be gone already).
 pub async fn clean_up(ctx: &Context, job: &Job) -> Result<()> {
     let ns = &job.owner.namespace;

@@ -240,13 +240,7 @@ pub async fn reconcile(vd: Arc<VirtualDisk>, ctx: Arc<Context>) -> Result<Action
         write_status(&api, &name, &new).await?;
         info!(phase = ?new.phase, "status");
     }
-    if let (Ok(job), State::Succeeded(_) | State::Failed(_)) = (&job, &state) {
-        data::clean_up(&ctx, job).await?;
-    }
-    Ok(match job {
-        Err(_) => Action::requeue(std::time::Duration::from_secs(2)),
-        Ok(_) => Action::await_change(),
-    })
+    data::finish(&ctx, &job, &state).await
 }
 
 /// Writes `new` as the whole status of disk `name`.

@@ -219,14 +219,7 @@ pub async fn reconcile(vi: Arc<VirtualImage>, ctx: Arc<Context>) -> Result<Actio
         write_status(&api, &name, &new).await?;
         info!(phase = ?new.phase, "status");
     }
-    if let (Ok(job), State::Succeeded(_) | State::Failed(_)) = (&job, &state) {
-        data::clean_up(&ctx, job).await?;
-    }
-    Ok(match job {
-        // The referred object's watch is not there: look again.
-        Err(_) => Action::requeue(std::time::Duration::from_secs(2)),
-        Ok(_) => Action::await_change(),
-    })
+    data::finish(&ctx, &job, &state).await
 }
 
 /// The claim of a `PersistentVolumeClaim` image, `vi-NAME-UID`, created sized to the image's
