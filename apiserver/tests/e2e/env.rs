@@ -181,21 +181,8 @@ fn service_account_kubeconfig(cp: &tk::ControlPlane, dir: &Path) -> PathBuf {
 }
 
 fn base64_encode(b: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut s = String::new();
-    for c in b.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                s.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                s.push('=');
-            }
-        }
-    }
-    s
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(b)
 }
 
 /// Writes `crt`/`key` as `tls.crt`/`tls.key` into `dir/version` and points `dir/..data` at it
