@@ -308,22 +308,16 @@ pub fn images(env: &Env) {
 
     // Their phases in /metrics.
     let metrics = env.metrics();
-    let installer_uid = vi_iso["metadata"]["uid"].as_str().expect("uid");
-    let series = format!(
-        "d8_virtualization_virtualimage_status_phase{{name=\"installer\",namespace=\"{ns}\",uid=\"{installer_uid}\",phase=\"Ready\"}} 1"
-    );
-    assert!(
-        metrics.lines().any(|l| l == series),
-        "{series} not in:\n{metrics}"
-    );
-    let root_uid = vd["metadata"]["uid"].as_str().expect("uid");
-    let series = format!(
-        "d8_virtualization_virtualdisk_status_phase{{name=\"root\",namespace=\"{ns}\",uid=\"{root_uid}\",phase=\"Ready\"}} 1"
-    );
-    assert!(
-        metrics.lines().any(|l| l == series),
-        "{series} not in:\n{metrics}"
-    );
+    for (metric, obj) in [("virtualimage", &vi_iso), ("virtualdisk", &vd)] {
+        let (name, uid) = (&obj["metadata"]["name"], &obj["metadata"]["uid"]);
+        let series = format!(
+            "d8_virtualization_{metric}_status_phase{{name={name},namespace=\"{ns}\",uid={uid},phase=\"Ready\"}} 1"
+        );
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "{series} not in:\n{metrics}"
+        );
+    }
 
     // An image kept in a claim: imported into DVCR, copied into its claim, gone from DVCR.
     env.apply(&vi_yaml(ns, "base", &http_source(&url, None)).replace(

@@ -414,31 +414,50 @@ fn write_downward(pod: &Pod, dir: &Path, items: Option<&Vec<DownwardAPIVolumeFil
     Ok(())
 }
 
+/// Where a Secret or ConfigMap volume's files come from.
+enum Files<'a> {
+    Secret(&'a str),
+    ConfigMap(&'a str),
+}
+
+impl Files<'_> {
+    /// Writes the object's keys (or `items`) as files under `path`.
+    async fn write(
+        &self,
+        client: &Client,
+        ns: &str,
+        path: &Path,
+        items: Option<&Vec<KeyToPath>>,
+        optional: Option<bool>,
+    ) -> Result<(), NotYet> {
+        let optional = optional.unwrap_or(false);
+        let (data, what) = match self {
+            Files::Secret(name) => (
+                secret_data(client, ns, name, optional).await?,
+                format!("Secret {ns}/{name}"),
+            ),
+            Files::ConfigMap(name) => (
+                config_map_data(client, ns, name, optional).await?,
+                format!("ConfigMap {ns}/{name}"),
+            ),
+        };
+        write_files(path, &data, items, &what, optional)
+    }
+}
+
 /// A volume as a local directory: under `dir/volumes/`, or a PersistentVolume's, or a hostPath.
 async fn volume(client: &Client, pod: &Pod, v: &Volume, dir: &Path) -> Result<PathBuf, NotYet> {
     let ns = pod.namespace().unwrap_or_default();
     let path = dir.join("volumes").join(&v.name);
     if let Some(s) = &v.secret {
         let name = s.secret_name.clone().unwrap_or_default();
-        let optional = s.optional.unwrap_or(false);
-        let data = secret_data(client, &ns, &name, optional).await?;
-        write_files(
-            &path,
-            &data,
-            s.items.as_ref(),
-            &format!("Secret {ns}/{name}"),
-            optional,
-        )?;
+        let src = Files::Secret(&name);
+        src.write(client, &ns, &path, s.items.as_ref(), s.optional)
+            .await?;
     } else if let Some(m) = &v.config_map {
-        let optional = m.optional.unwrap_or(false);
-        let data = config_map_data(client, &ns, &m.name, optional).await?;
-        write_files(
-            &path,
-            &data,
-            m.items.as_ref(),
-            &format!("ConfigMap {ns}/{}", m.name),
-            optional,
-        )?;
+        let src = Files::ConfigMap(&m.name);
+        src.write(client, &ns, &path, m.items.as_ref(), m.optional)
+            .await?;
     } else if v.empty_dir.is_some() {
         mkdir(&path)?;
     } else if let Some(d) = &v.downward_api {
@@ -455,25 +474,13 @@ async fn volume(client: &Client, pod: &Pod, v: &Volume, dir: &Path) -> Result<Pa
         mkdir(&path)?;
         for s in p.sources.iter().flatten() {
             if let Some(s) = &s.secret {
-                let optional = s.optional.unwrap_or(false);
-                let data = secret_data(client, &ns, &s.name, optional).await?;
-                write_files(
-                    &path,
-                    &data,
-                    s.items.as_ref(),
-                    &format!("Secret {ns}/{}", s.name),
-                    optional,
-                )?;
+                let src = Files::Secret(&s.name);
+                src.write(client, &ns, &path, s.items.as_ref(), s.optional)
+                    .await?;
             } else if let Some(m) = &s.config_map {
-                let optional = m.optional.unwrap_or(false);
-                let data = config_map_data(client, &ns, &m.name, optional).await?;
-                write_files(
-                    &path,
-                    &data,
-                    m.items.as_ref(),
-                    &format!("ConfigMap {ns}/{}", m.name),
-                    optional,
-                )?;
+                let src = Files::ConfigMap(&m.name);
+                src.write(client, &ns, &path, m.items.as_ref(), m.optional)
+                    .await?;
             } else if let Some(d) = &s.downward_api {
                 write_downward(pod, &path, d.items.as_ref())?;
             } else if let Some(t) = &s.service_account_token {

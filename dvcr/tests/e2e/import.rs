@@ -16,16 +16,7 @@ fn http_raw_to_registry_is_qcow2() {
     let work = env.tmp("raw");
     let disk = work.join("disk.qcow2");
     assert_eq!(env.disk_of("vi/ns/raw", &m, &disk), "disk/disk.qcow2");
-    let out = qemu(&[
-        "compare",
-        "-f",
-        "qcow2",
-        "-F",
-        "raw",
-        path(&disk),
-        path(&env.dir.join("disk.raw")),
-    ]);
-    assert!(out.contains("Images are identical"), "{out}");
+    assert_same_as_source(&env, &disk);
     assert_eq!(m.sha256, Some(sha256_file(&disk)));
     // The same image again: the layer is there already, the digest is the same.
     let again = succeeds(import(&vars));
@@ -123,16 +114,7 @@ fn vmdk_is_converted_to_qcow2() {
     assert_eq!(m.source_format.as_deref(), Some("vmdk"));
     let disk = env.tmp("vmdk").join("d");
     env.disk_of("vi/ns/vmdk", &m, &disk);
-    let out = qemu(&[
-        "compare",
-        "-f",
-        "qcow2",
-        "-F",
-        "raw",
-        path(&disk),
-        path(&env.dir.join("disk.raw")),
-    ]);
-    assert!(out.contains("Images are identical"), "{out}");
+    assert_same_as_source(&env, &disk);
 }
 
 #[test]
@@ -360,4 +342,11 @@ fn iso_is_stored_as_iso() {
 
 fn iso_bytes_of(env: &Env) -> Vec<u8> {
     std::fs::read(env.dir.join("disk.iso")).unwrap()
+}
+
+/// `qemu-img compare` of the qcow2 `disk` with the source raw disk says they are identical.
+fn assert_same_as_source(env: &Env, disk: &std::path::Path) {
+    let source = env.dir.join("disk.raw");
+    let out = qemu(&["compare", "-f", "qcow2", "-F", "raw", path(disk), path(&source)]);
+    assert!(out.contains("Images are identical"), "{out}");
 }
