@@ -154,14 +154,7 @@ impl Job {
             "name": self.name(),
             "namespace": o.namespace,
             "labels": {DATA_LABEL: self.label()},
-            "ownerReferences": [{
-                "apiVersion": format!("{}/{}", crate::resources::GROUP, crate::resources::VERSION),
-                "kind": o.kind,
-                "name": o.name,
-                "uid": o.uid,
-                "controller": true,
-                "blockOwnerDeletion": true,
-            }],
+            "ownerReferences": [crate::resources::controller_reference(o.kind, &o.name, &o.uid)],
         })
     }
 

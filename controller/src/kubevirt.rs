@@ -10,7 +10,7 @@ use kube::core::ResourceExt as _;
 use serde_json::{Value, json};
 
 use crate::resources::{
-    GROUP, RunPolicy, VERSION, VirtualMachine, VirtualMachineClassSpec, VirtualMachineSpec, VmPhase,
+    RunPolicy, VirtualMachine, VirtualMachineClassSpec, VirtualMachineSpec, VmPhase, controller_reference,
 };
 
 /// The label KubeVirt puts on a VM's objects, naming the VM; the watches select on it.
@@ -169,14 +169,7 @@ pub fn migration(op: &str, op_uid: &str, vmi: &str) -> Value {
         "kind": "VirtualMachineInstanceMigration",
         "metadata": {
             "name": migration_name(op),
-            "ownerReferences": [{
-                "apiVersion": "virtualization.deckhouse.io/v1alpha2",
-                "kind": "VirtualMachineOperation",
-                "name": op,
-                "uid": op_uid,
-                "controller": true,
-                "blockOwnerDeletion": true,
-            }],
+            "ownerReferences": [controller_reference("VirtualMachineOperation", op, op_uid)],
         },
         "spec": {"vmiName": vmi},
     })
@@ -288,14 +281,7 @@ pub fn render(vm: &VirtualMachine, uid: &str, deps: &Dependencies) -> Value {
 
 /// The controller ownerReference of the KubeVirt VM to `vm`.
 pub fn owner_reference(vm: &VirtualMachine, uid: &str) -> Value {
-    json!({
-        "apiVersion": format!("{GROUP}/{VERSION}"),
-        "kind": "VirtualMachine",
-        "name": vm.name_any(),
-        "uid": uid,
-        "controller": true,
-        "blockOwnerDeletion": true,
-    })
+    controller_reference("VirtualMachine", &vm.name_any(), uid)
 }
 
 /// The template's `spec` (what a running instance has and a restart changes).

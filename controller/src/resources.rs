@@ -409,6 +409,20 @@ pub enum OperationPhase {
     Failed,
 }
 
+/// A controller ownerReference to our object of `kind` named `name` (uid `uid`), as every
+/// object the controller makes carries: deleted with it by the garbage collector, blocking its
+/// foreground deletion.
+pub fn controller_reference(kind: &str, name: &str, uid: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
 /// The CRDs of this controller with the file names they are committed under in
 /// `controller/crds/`.
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {

@@ -18,7 +18,7 @@ use super::vi::READY;
 use super::{Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch};
 use crate::conditions::{self, condition};
 use crate::datapod::{Destination, Job, Owner, State};
-use crate::resources::{DiskPhase, DiskTarget, GROUP, VERSION, VirtualDisk, VirtualDiskStatus};
+use crate::resources::{DiskPhase, DiskTarget, VirtualDisk, VirtualDiskStatus, controller_reference};
 use crate::{Error, Result};
 
 /// The finalizer the controller keeps on a disk until its claim is deleted.
@@ -50,14 +50,7 @@ pub fn claim(vd: &VirtualDisk, uid: &str) -> Value {
             "name": claim_name(&vd.name_any(), uid),
             "namespace": vd.namespace(),
             "labels": {DISK_LABEL: vd.name_any()},
-            "ownerReferences": [{
-                "apiVersion": format!("{GROUP}/{VERSION}"),
-                "kind": "VirtualDisk",
-                "name": vd.name_any(),
-                "uid": uid,
-                "controller": true,
-                "blockOwnerDeletion": true,
-            }],
+            "ownerReferences": [controller_reference("VirtualDisk", &vd.name_any(), uid)],
         },
         "spec": spec,
     })

@@ -263,14 +263,7 @@ async fn ensure_claim(
                     "name": name,
                     "namespace": ns,
                     "labels": {datapod::DATA_LABEL: format!("vi-{}", vi.name_any())},
-                    "ownerReferences": [{
-                        "apiVersion": format!("{}/{}", crate::resources::GROUP, crate::resources::VERSION),
-                        "kind": "VirtualImage",
-                        "name": vi.name_any(),
-                        "uid": uid,
-                        "controller": true,
-                        "blockOwnerDeletion": true,
-                    }],
+                    "ownerReferences": [crate::resources::controller_reference("VirtualImage", &vi.name_any(), uid)],
                 },
                 "spec": spec,
             });
