@@ -19,10 +19,11 @@ ETCD_BIN="$(scripts/go-build.sh etcd)/etcd"
 export KUBE_BIN_DIR ETCD_BIN
 "$KUBE_BIN_DIR/kube-apiserver" --version >&2
 
-step "KubeVirt (virt-api, virt-controller, their CRDs and webhooks) and kwok, from Go modules (cached builds)"
+step "KubeVirt (virt-api, virt-controller, their CRDs and webhooks), kwok and kube-rbac-proxy, from Go modules (cached builds)"
 KUBEVIRT_BIN_DIR="$(scripts/go-build.sh kubevirt)"
 KWOK_DIR="$(scripts/go-build.sh kwok)"
-export KUBEVIRT_BIN_DIR KWOK_DIR
+KUBE_RBAC_PROXY_BIN="$(scripts/go-build.sh kube-rbac-proxy)/kube-rbac-proxy"
+export KUBEVIRT_BIN_DIR KWOK_DIR KUBE_RBAC_PROXY_BIN
 
 step "the repository stands alone (nothing refers to the material beside it)"
 # Spelled in two pieces so that this line does not match itself.

@@ -18,6 +18,11 @@ pub fn deploy_manifests(env: &Env) {
         "clusterrole.rbac.authorization.k8s.io/d8:virtualization:virtualization-controller",
         "clusterrolebinding.rbac.authorization.k8s.io/d8:virtualization:virtualization-controller",
         "configmap/kube-api-rewriter-kubeconfig",
+        "configmap/kube-rbac-proxy-config",
+        "clusterrole.rbac.authorization.k8s.io/d8:virtualization:kube-rbac-proxy",
+        "clusterrolebinding.rbac.authorization.k8s.io/d8:virtualization:kube-rbac-proxy",
+        "clusterrole.rbac.authorization.k8s.io/d8:virtualization:metrics-reader",
+        "rolebinding.rbac.authorization.k8s.io/d8:virtualization:metrics-reader",
         "deployment.apps/virtualization-controller",
         "service/virtualization-controller",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/virtualization-controller",
@@ -59,4 +64,7 @@ pub fn deploy_manifests(env: &Env) {
         "{dep}"
     );
     assert_eq!(containers[1]["name"], "virtualization-controller", "{dep}");
+    // One kube-rbac-proxy per metrics listener (the e2e case metrics_auth runs them).
+    assert_eq!(containers[2]["name"], "kube-rbac-proxy-controller", "{dep}");
+    assert_eq!(containers[3]["name"], "kube-rbac-proxy-rewriter", "{dep}");
 }
