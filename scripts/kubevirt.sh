@@ -24,13 +24,22 @@
 #     this script's, and virt-api's own webhook configurations (printed by KubeVirt's code)
 #     applied through the admin sidecar, pointing at the sidecar's webhook listener, so
 #     kube-apiserver sends renamed AdmissionReviews that the sidecar restores for virt-api;
+#   - virt-api's subresources.kubevirt.io registered with the aggregator (an APIService, as
+#     virt-operator makes), through which virt-controller hot-plugs volumes into instances;
 #   - virt-controller behind a sidecar of its own (it speaks only kubevirt.io);
-#   - a sidecar as kubevirt-handler for whatever takes virt-handler's part (a test double).
+#   - a sidecar as kubevirt-handler for whatever takes virt-handler's part (a test double);
+#   - one virt-handler Pod per Node (host network, so kwok gives it the Node's address,
+#     127.0.0.1), where virt-api sends what it hands to virt-handler (freeze, unfreeze, ...):
+#     virt-api calls https://127.0.0.1:VIRT_HANDLER_PORT with its client certificate, and
+#     whatever listens there takes virt-handler's part, serving VIRT_HANDLER_CERT/KEY (CN
+#     kubevirt.io:system:node:virt-handler, signed by KubeVirt's CA, as virt-api checks).
 # Then `source DIR/kubevirt/env` exports KV_KUBECONFIG (admin through the admin sidecar:
 # original names), the PIDs, ports and logs, KUBEVIRT_NODES, VIRT_HANDLER_SIDECAR_PORT (the
 # kubevirt-handler sidecar, plain HTTP), and VIRT_API_PORT, VIRT_API_CA_FILE,
 # VIRT_API_CLIENT_CERT/KEY (a client certificate of the requestheader CA virt-api trusts, for a
-# caller that speaks to virt-api's subresources directly).
+# caller that speaks to virt-api's subresources directly), and VIRT_HANDLER_PORT,
+# VIRT_HANDLER_CERT, VIRT_HANDLER_KEY (where virt-api reaches virt-handler, and the
+# certificate to serve there).
 #
 # `install` runs virt-operator the way a cluster does, behind a sidecar of its own (as
 # kubevirt-operator): the admin sidecar applies KubeVirt's own CRD only; kwok; virt-operator's
@@ -171,7 +180,7 @@ start_kwok() {
   launch "$KV/kwok.pid" "$KV/kwok.log" "$KWOK_DIR/kwok" --config "$KWOK_DIR/stages.yaml" \
     --kubeconfig "$CP/admin.kubeconfig" \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --cidr=10.244.0.0/24 --node-ip=10.244.0.1 \
+    --cidr=10.244.0.0/24 --node-ip=127.0.0.1 \
     "--server-address=127.0.0.1:$(free_port "${TAKEN[@]}")"
   for n in $NODES; do
     kubectl_cp apply -f - >/dev/null <<EOF
@@ -194,6 +203,27 @@ EOF
   for n in $NODES; do
     kubectl_cp patch node "$n" --subresource=status --type=merge \
       -p "{\"status\":{\"capacity\":{$res},\"allocatable\":{$res}}}" >/dev/null
+  done
+}
+
+# virt_handler_pods: a virt-handler Pod on each Node, as its DaemonSet would make, through the
+# admin sidecar (its `kubevirt.io` label stored renamed, as virt-api looks for it). Host network:
+# kwok gives it the Node's address, where virt-api calls virt-handler.
+virt_handler_pods() {
+  local n
+  for n in $NODES; do
+    kubectl_kv apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: virt-handler-$n
+  namespace: kubevirt
+  labels: {kubevirt.io: virt-handler}
+spec:
+  nodeName: $n
+  hostNetwork: true
+  containers: [{name: virt-handler, image: registry.simulated/kubevirt/virt-handler}]
+EOF
   done
 }
 
@@ -226,8 +256,11 @@ pki() {
     openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=kubevirt-ca \
       -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
     printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:virt-api.kubevirt.svc\nextendedKeyUsage=serverAuth,clientAuth\n' >"$d/server.ext"
-    for name in virt-api virt-api-webhook; do
-      openssl req -newkey rsa:2048 -nodes -subj "/CN=$name.kubevirt.svc" \
+    for name in virt-api virt-api-webhook virt-handler; do
+      local cn=$name.kubevirt.svc
+      # virt-api accepts only this name from virt-handler.
+      [[ $name == virt-handler ]] && cn=kubevirt.io:system:node:virt-handler
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=$cn" \
         -keyout "$d/$name.key" -out "$d/$name.csr" 2>/dev/null
       openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
         -days 3650 -extfile "$d/server.ext" -out "$d/$name.crt" 2>/dev/null
@@ -245,18 +278,20 @@ start_virt_api() {
   local port wh
   port=$(free_port "${TAKEN[@]}"); TAKEN+=("$port")
   wh=$(free_port "${TAKEN[@]}"); TAKEN+=("$wh")
+  VIRT_HANDLER_PORT=$(free_port "${TAKEN[@]}"); TAKEN+=("$VIRT_HANDLER_PORT")
   start_sidecar virt-api-sidecar "$KV/kubevirt-apiserver.kubeconfig" \
     "WEBHOOK_ADDRESS=https://127.0.0.1:$port" "WEBHOOK_CA_FILE=$KV/pki/ca.crt" \
     "WEBHOOK_CERT_FILE=$KV/pki/virt-api-webhook.crt" "WEBHOOK_KEY_FILE=$KV/pki/virt-api-webhook.key" \
     WEBHOOK_LISTEN_ADDRESS=127.0.0.1 "WEBHOOK_LISTEN_PORT=$wh"
   log "starting virt-api on 127.0.0.1:$port (its webhooks through the sidecar on 127.0.0.1:$wh)"
   : >"$KV/virt-api.log"
-  # The handler certificate is virt-api's client certificate for virt-handler, which does not run.
+  # The handler certificate is virt-api's client certificate for virt-handler; virt-handler's port
+  # (--console-server-port) is where it calls whatever takes virt-handler's part.
   launch "$KV/virt-api.pid" "$KV/virt-api.log" "$KUBEVIRT_BIN_DIR/virt-api" \
     --kubeconfig "$KV/virt-api-sidecar.kubeconfig" --listen 127.0.0.1 --port "$port" \
     --tls-cert-file "$KV/pki/virt-api.crt" --tls-key-file "$KV/pki/virt-api.key" \
     --handler-cert-file "$KV/pki/virt-api.crt" --handler-key-file "$KV/pki/virt-api.key" \
-    --ca-configmap-name kubevirt-ca
+    --console-server-port "$VIRT_HANDLER_PORT" --ca-configmap-name kubevirt-ca
   # It serves TLS once its informers have synced and it holds its certificate.
   wait_ready virt-api http_ok "https://127.0.0.1:$port/apis/subresources.kubevirt.io/v1/healthz" \
     --cacert "$KV/pki/ca.crt"
@@ -266,6 +301,41 @@ start_virt_api() {
     >"$KV/webhooks.yaml"
   log "applying virt-api's webhook configurations through the admin sidecar"
   kubectl_kv apply -f "$KV/webhooks.yaml" >/dev/null
+  register_virt_api "$port"
+}
+
+# register_virt_api PORT: virt-api's group subresources.kubevirt.io with kube-apiserver's
+# aggregator, as virt-operator registers it (an APIService; its Service here an ExternalName on
+# loopback): virt-controller hot-plugs volumes into an instance through it.
+register_virt_api() {
+  local ca
+  ca=$(base64 -w0 <"$KV/pki/ca.crt")
+  kubectl_cp apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: virt-api, namespace: kubevirt}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{name: https, port: $1, protocol: TCP, targetPort: $1}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1.subresources.kubevirt.io}
+spec:
+  group: subresources.kubevirt.io
+  version: v1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {name: virt-api, namespace: kubevirt, port: $1}
+  caBundle: $ca
+EOF
+  wait_ready virt-api apiservice_available v1.subresources.kubevirt.io
+}
+
+# apiservice_available NAME: whether the aggregator reports the APIService Available.
+apiservice_available() {
+  [[ $(kubectl_cp get apiservice "$1" -o jsonpath='{.status.conditions[?(@.type=="Available")].status}' 2>/dev/null) == True ]]
 }
 
 start_virt_controller() {
@@ -415,6 +485,9 @@ write_env() {
     echo "export VIRT_API_CLIENT_CERT=$FRONT_PROXY_CLIENT_CERT"
     echo "export VIRT_API_CLIENT_KEY=$FRONT_PROXY_CLIENT_KEY"
     echo "export VIRT_API_LOG=$KV/virt-api.log"
+    echo "export VIRT_HANDLER_PORT=$VIRT_HANDLER_PORT"
+    echo "export VIRT_HANDLER_CERT=$KV/pki/virt-handler.crt"
+    echo "export VIRT_HANDLER_KEY=$KV/pki/virt-handler.key"
     echo "export VIRT_API_SIDECAR_LOG=$KV/virt-api-sidecar.log"
     local p
     for p in $COMPONENTS; do
@@ -467,6 +540,7 @@ cmd_up() {
   start_virt_api
   start_virt_controller
   start_sidecar virt-handler-sidecar "$KV/kubevirt-handler.kubeconfig"
+  virt_handler_pods
   write_env
   log "up in $(( SECONDS - t0 )) s: KubeVirt $KUBEVIRT_VERSION behind the rewriter; source $KV/env"
 }
@@ -522,6 +596,7 @@ cmd_down() {
     # shellcheck source=/dev/null
     source "$CP/env"
     kubectl_cp delete --ignore-not-found --wait=false -f "$KV/webhooks.yaml" >/dev/null 2>&1 || true
+    kubectl_cp delete --ignore-not-found --wait=false apiservice v1.subresources.kubevirt.io >/dev/null 2>&1 || true
   fi
   stop_pid "$KV/virt-operator.pid" virt-operator
   stop_pid "$KV/virt-operator-sidecar.pid" kube-api-rewriter

@@ -14,6 +14,10 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 #[path = "../tests/virt_handler_double/mod.rs"]
+#[allow(
+    dead_code,
+    reason = "the bench starts instances only: no freezes, no hot-plugs"
+)]
 mod virt_handler_double;
 
 use std::path::Path;
@@ -86,10 +90,10 @@ fn main() {
     // As kubevirt-handler, through its own sidecar: virt-api puts back a VMI status anyone
     // else writes.
     let handler_port = kubevirt.get("VIRT_HANDLER_SIDECAR_PORT").parse().expect("port");
-    rt.spawn(virt_handler_double::run(support::sidecar_client(
-        &rt,
-        handler_port,
-    )));
+    rt.spawn(virt_handler_double::run(
+        support::sidecar_client(&rt, handler_port),
+        Default::default(),
+    ));
 
     println!("{n} VMs created with one kubectl apply, time until all are Running:");
     let mut rep = Report::new(

@@ -102,6 +102,45 @@ pub fn image_volume_name(image: &str) -> String {
     format!("vi-{image}")
 }
 
+/// Whether a KubeVirt volume was hot-plugged (`addvolume` marks its source `hotpluggable`).
+fn hotplugged(volume: &Value) -> bool {
+    volume
+        .as_object()
+        .into_iter()
+        .flat_map(|o| o.values())
+        .any(|source| source["hotpluggable"] == true)
+}
+
+/// Appends to `desired` (a rendered template spec) the hot-plugged volumes of `stored` (the
+/// KubeVirt VM's template spec, where virt-controller put them) that it lacks, with their disks:
+/// rendering knows only the VM's own block devices, and a hot-plugged disk stays until it is
+/// unplugged through `removevolume`.
+pub fn keep_hotplugged(stored: &Value, desired: &mut Value) {
+    let Some(volumes) = stored["volumes"].as_array() else {
+        return;
+    };
+    for vol in volumes.iter().filter(|v| hotplugged(v)) {
+        let name = &vol["name"];
+        let has = |list: &Value| {
+            list.as_array()
+                .is_some_and(|l| l.iter().any(|x| &x["name"] == name))
+        };
+        if has(&desired["volumes"]) {
+            continue;
+        }
+        let disk = stored["domain"]["devices"]["disks"]
+            .as_array()
+            .and_then(|d| d.iter().find(|d| &d["name"] == name))
+            .cloned();
+        if let Some(list) = desired["volumes"].as_array_mut() {
+            list.push(vol.clone());
+        }
+        if let (Some(disk), Some(list)) = (disk, desired["domain"]["devices"]["disks"].as_array_mut()) {
+            list.push(disk);
+        }
+    }
+}
+
 /// Checks a VM against its class: the core count must be one the class allows.
 pub fn validate_class(
     spec: &VirtualMachineSpec,
@@ -667,5 +706,32 @@ mod tests {
                 {"op": "add", "path": "/status/stateChangeRequests/-", "value": {"action": "Start"}},
             ])
         );
+    }
+
+    #[test]
+    fn hot_plugged_volumes_are_kept_until_unplugged() {
+        let stored = json!({
+            "domain": {"devices": {"disks": [{"name": "vd-root"}, {"name": "vd-hot", "disk": {"bus": "scsi"}}]}},
+            "volumes": [
+                {"name": "vd-root", "persistentVolumeClaim": {"claimName": "r"}},
+                {"name": "vd-hot", "persistentVolumeClaim": {"claimName": "h", "hotpluggable": true}},
+            ],
+        });
+        let mut desired = json!({
+            "domain": {"devices": {"disks": [{"name": "vd-root"}]}},
+            "volumes": [{"name": "vd-root", "persistentVolumeClaim": {"claimName": "r"}}],
+        });
+        keep_hotplugged(&stored, &mut desired);
+        assert_eq!(desired, stored);
+        // Kept once, not again.
+        keep_hotplugged(&stored, &mut desired);
+        assert_eq!(desired["volumes"].as_array().map(Vec::len), Some(2));
+        // A volume the VM itself has is not a hot-plugged one.
+        let mut plain = json!({"domain": {"devices": {"disks": []}}, "volumes": []});
+        keep_hotplugged(
+            &json!({"volumes": [{"name": "vd-root", "persistentVolumeClaim": {"claimName": "r"}}]}),
+            &mut plain,
+        );
+        assert_eq!(plain["volumes"], json!([]));
     }
 }

@@ -13,6 +13,7 @@ pub mod metrics;
 mod quantity;
 pub mod reconcile;
 pub mod resources;
+pub mod subresources;
 pub mod webhook;
 
 /// Everything that can go wrong in the controller.

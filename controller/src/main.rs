@@ -64,6 +64,10 @@ struct Args {
     /// The nodeSelector of the importer and uploader Pods: `key=value,key=value`.
     #[arg(long, env = "DATA_POD_NODE_SELECTOR", default_value = "", value_parser = parse_selector)]
     data_pod_node_selector: std::collections::BTreeMap<String, String>,
+    /// How long a snapshot may take to become ready to use before it fails and a frozen guest
+    /// is thawed: `90s`, `5m`, `1h`.
+    #[arg(long, env = "SNAPSHOT_READY_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    snapshot_ready_timeout: std::time::Duration,
     /// Log filter (`info`, `debug`, `virtualization_controller=debug,kube=info`, ...).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     log_level: String,
@@ -100,7 +104,7 @@ async fn main() -> anyhow::Result<()> {
     };
     tracing::info!(server = %config.cluster_url, ?mode, "starting");
     let client = virtualization_controller::client(config, mode).context("kube client")?;
-    let ctx = Context::with_data(
+    let ctx = Context::with_settings(
         client,
         DataSettings {
             namespace: args.namespace.clone(),
@@ -110,6 +114,7 @@ async fn main() -> anyhow::Result<()> {
             image: args.data_pod_image.clone(),
             node_selector: args.data_pod_node_selector.clone(),
         },
+        args.snapshot_ready_timeout,
     );
 
     let webhook = match (&args.webhook_cert_file, &args.webhook_key_file) {
@@ -162,4 +167,34 @@ fn parse_selector(s: &str) -> Result<std::collections::BTreeMap<String, String>,
             _ => Err(format!("{kv:?} is not key=value")),
         })
         .collect()
+}
+
+/// A whole number of seconds, minutes or hours (`90s`, `5m`, `1h`). Written here: the one
+/// duration flag needs no crate, and Kubernetes users write durations this way.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("{s:?} is not a duration such as 90s, 5m or 1h");
+    let unit = s.chars().last().ok_or_else(bad)?;
+    let n: u64 = s[..s.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+    let secs = match unit {
+        's' => n,
+        'm' => n.checked_mul(60).ok_or_else(bad)?,
+        'h' => n.checked_mul(3600).ok_or_else(bad)?,
+        _ => return Err(bad()),
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(std::time::Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(std::time::Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(std::time::Duration::from_secs(3600)));
+        for bad in ["", "5", "m", "-1s", "1.5m", "5d", "é"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
 }

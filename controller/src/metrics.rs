@@ -2,7 +2,9 @@
 //! count and `d8_virtualization_virtualmachine_status_phase`, one series per VM and phase (1 for
 //! the VM's phase, 0 for the others), as Deckhouse's controller exports it, and the same for
 //! disks (`d8_virtualization_virtualdisk_status_phase`) and images
-//! (`d8_virtualization_virtualimage_status_phase`). All are read at scrape time from the
+//! (`d8_virtualization_virtualimage_status_phase`), disk and VM snapshots
+//! (`..._virtualdisksnapshot_status_phase`, `..._virtualmachinesnapshot_status_phase`) and
+//! attachments (`..._virtualmachineblockdeviceattachment_status_phase`). All are read at scrape time from the
 //! controller's own state (its caches), so nothing goes stale when an object is deleted.
 
 use kube::ResourceExt as _;
@@ -13,7 +15,10 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::resources::{DiskPhase, ImagePhase, VirtualDisk, VirtualImage, VirtualMachine, VmPhase};
+use crate::resources::{
+    AttachmentPhase, DiskPhase, ImagePhase, SnapshotPhase, VirtualDisk, VirtualDiskSnapshot, VirtualImage,
+    VirtualMachine, VirtualMachineBlockDeviceAttachment, VirtualMachineSnapshot, VmPhase,
+};
 
 /// The phase metric's name.
 pub const PHASE_METRIC: &str = "d8_virtualization_virtualmachine_status_phase";
@@ -65,6 +70,14 @@ pub const DISK_PHASE_METRIC: &str = "d8_virtualization_virtualdisk_status_phase"
 /// The image phase metric's name.
 pub const IMAGE_PHASE_METRIC: &str = "d8_virtualization_virtualimage_status_phase";
 
+/// The disk snapshot phase metric's name.
+pub const DISK_SNAPSHOT_PHASE_METRIC: &str = "d8_virtualization_virtualdisksnapshot_status_phase";
+/// The VM snapshot phase metric's name.
+pub const VM_SNAPSHOT_PHASE_METRIC: &str = "d8_virtualization_virtualmachinesnapshot_status_phase";
+/// The attachment phase metric's name.
+pub const ATTACHMENT_PHASE_METRIC: &str =
+    "d8_virtualization_virtualmachineblockdeviceattachment_status_phase";
+
 /// Every disk phase, in the order the series are written.
 pub const DISK_PHASES: [DiskPhase; 8] = [
     DiskPhase::Pending,
@@ -113,6 +126,21 @@ impl ObjectRow {
         Some(Self::new(vi, format!("{phase:?}")))
     }
 
+    /// The row of a disk snapshot; `None` while it has no phase yet.
+    pub fn of_disk_snapshot(s: &VirtualDiskSnapshot) -> Option<ObjectRow> {
+        Some(Self::new(s, s.status.as_ref()?.phase?.as_str().to_owned()))
+    }
+
+    /// The row of a VM snapshot; `None` while it has no phase yet.
+    pub fn of_vm_snapshot(s: &VirtualMachineSnapshot) -> Option<ObjectRow> {
+        Some(Self::new(s, s.status.as_ref()?.phase?.as_str().to_owned()))
+    }
+
+    /// The row of an attachment; `None` while it has no phase yet.
+    pub fn of_attachment(a: &VirtualMachineBlockDeviceAttachment) -> Option<ObjectRow> {
+        Some(Self::new(a, a.status.as_ref()?.phase?.as_str().to_owned()))
+    }
+
     fn new(o: &impl kube::Resource, phase: String) -> ObjectRow {
         ObjectRow {
             name: o.meta().name.clone().unwrap_or_default(),
@@ -134,6 +162,12 @@ pub struct Rows {
     pub disks: Vec<ObjectRow>,
     /// Images with a phase.
     pub images: Vec<ObjectRow>,
+    /// Disk snapshots with a phase.
+    pub disk_snapshots: Vec<ObjectRow>,
+    /// VM snapshots with a phase.
+    pub vm_snapshots: Vec<ObjectRow>,
+    /// Attachments with a phase.
+    pub attachments: Vec<ObjectRow>,
 }
 
 /// The values of one scrape.
@@ -205,6 +239,28 @@ impl Collector for Snapshot {
             "The phase of a VirtualImage: one series per phase, 1 for the current one.",
             &self.0.images,
             &IMAGE_PHASES.map(|p| format!("{p:?}")),
+        )?;
+        let snapshot_phases = SnapshotPhase::ALL.map(|p| p.as_str().to_owned());
+        encode_phases(
+            &mut encoder,
+            DISK_SNAPSHOT_PHASE_METRIC,
+            "The phase of a VirtualDiskSnapshot: one series per phase, 1 for the current one.",
+            &self.0.disk_snapshots,
+            &snapshot_phases,
+        )?;
+        encode_phases(
+            &mut encoder,
+            VM_SNAPSHOT_PHASE_METRIC,
+            "The phase of a VirtualMachineSnapshot: one series per phase, 1 for the current one.",
+            &self.0.vm_snapshots,
+            &snapshot_phases,
+        )?;
+        encode_phases(
+            &mut encoder,
+            ATTACHMENT_PHASE_METRIC,
+            "The phase of a VirtualMachineBlockDeviceAttachment: one series per phase, 1 for the current one.",
+            &self.0.attachments,
+            &AttachmentPhase::ALL.map(|p| p.as_str().to_owned()),
         )
     }
 }
@@ -242,8 +298,27 @@ mod tests {
             errors: 2,
             vms: vec![row],
             disks: vec![disk],
-            images: Vec::new(),
+            attachments: vec![ObjectRow {
+                name: "hot".into(),
+                namespace: "ns".into(),
+                uid: "u-3".into(),
+                phase: "Attached".into(),
+            }],
+            ..Default::default()
         });
+        assert!(
+            text.contains(
+                r#"d8_virtualization_virtualmachineblockdeviceattachment_status_phase{name="hot",namespace="ns",uid="u-3",phase="Attached"} 1"#
+            ),
+            "{text}"
+        );
+        for family in [
+            DISK_SNAPSHOT_PHASE_METRIC,
+            VM_SNAPSHOT_PHASE_METRIC,
+            ATTACHMENT_PHASE_METRIC,
+        ] {
+            assert!(text.contains(&format!("# TYPE {family} gauge\n")), "{text}");
+        }
         let disks: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with(DISK_PHASE_METRIC))

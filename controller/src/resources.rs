@@ -5,11 +5,26 @@
 
 pub mod data_source;
 mod image;
+mod pool;
+mod snapshot;
+mod vmbda;
 
 pub use data_source::{DataSource, DataSourceType, ObjectRefKind};
 pub use image::{
     ImageClaim, ImagePhase, ImageSize, ImageStorage, ImageTarget, VirtualImage, VirtualImageSpec,
     VirtualImageStatus,
+};
+pub use pool::{
+    DiskTemplateMetadata, ScaleDownPolicy, TemplateMetadata, VirtualDiskTemplate, VirtualMachinePool,
+    VirtualMachinePoolSpec, VirtualMachinePoolStatus, VirtualMachineTemplate,
+};
+pub use snapshot::{
+    KeepIpAddress, SnapshotPhase, VirtualDiskSnapshot, VirtualDiskSnapshotSpec, VirtualDiskSnapshotStatus,
+    VirtualMachineSnapshot, VirtualMachineSnapshotSpec, VirtualMachineSnapshotStatus,
+};
+pub use vmbda::{
+    AttachedBlockDevice, AttachedKind, AttachmentPhase, VirtualMachineBlockDeviceAttachment,
+    VirtualMachineBlockDeviceAttachmentSpec, VirtualMachineBlockDeviceAttachmentStatus,
 };
 
 use std::collections::BTreeMap;
@@ -432,6 +447,13 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("virtualmachineclasses.yaml", VirtualMachineClass::crd()),
         ("virtualdisks.yaml", VirtualDisk::crd()),
         ("virtualimages.yaml", VirtualImage::crd()),
+        ("virtualmachinepools.yaml", VirtualMachinePool::crd()),
+        ("virtualdisksnapshots.yaml", VirtualDiskSnapshot::crd()),
+        ("virtualmachinesnapshots.yaml", VirtualMachineSnapshot::crd()),
+        (
+            "virtualmachineblockdeviceattachments.yaml",
+            VirtualMachineBlockDeviceAttachment::crd(),
+        ),
     ]
 }
 

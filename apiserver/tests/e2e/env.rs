@@ -11,7 +11,7 @@ use kube_api_rewriter_testkit as tk;
 
 use crate::fake_virtapi;
 
-pub const GROUP_PATH: &str = "/apis/subresources.virtualization.deckhouse.io/v1alpha2";
+pub const GROUP_PATH: &str = tk::SUBRESOURCES_PATH;
 pub const NS: &str = "demo";
 pub const SA: &str = "system:serviceaccount:d8-virtualization:virtualization-api";
 
@@ -328,39 +328,6 @@ fn start_servers(
     (server, server_down, server_refused, sidecars)
 }
 
-/// Registers the server on `port` with the aggregator (ExternalName Service on loopback +
-/// APIService, the verified local recipe; a previous registration is replaced) and waits until
-/// the aggregator serves the group from it.
-fn register(cp: &tk::ControlPlane, module_ca: &Path, port: u16) {
-    let _ = cp.kubectl(&[
-        "delete",
-        "apiservice",
-        "v1alpha2.subresources.virtualization.deckhouse.io",
-        "--ignore-not-found",
-    ]);
-    let ca_bundle = base64_encode(&std::fs::read(module_ca).unwrap());
-    apply(
-        cp,
-        &format!(
-            "apiVersion: v1\nkind: Service\nmetadata: {{name: virtualization-api, namespace: d8-virtualization}}\nspec:\n  type: ExternalName\n  externalName: localhost\n  ports: [{{name: https, port: {port}, protocol: TCP, targetPort: {port}}}]\n---\napiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {{name: v1alpha2.subresources.virtualization.deckhouse.io}}\nspec:\n  group: subresources.virtualization.deckhouse.io\n  version: v1alpha2\n  groupPriorityMinimum: 999\n  versionPriority: 15\n  service: {{name: virtualization-api, namespace: d8-virtualization, port: {port}}}\n  caBundle: {ca_bundle}\n"
-        ),
-    );
-    wait_for("APIService Available", Duration::from_secs(60), || {
-        let o = cp.kubectl(&[
-            "get",
-            "apiservice",
-            "v1alpha2.subresources.virtualization.deckhouse.io",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
-        ]);
-        o.stdout == b"True"
-    });
-    // Available is reported before the aggregator's proxy handler serves the group.
-    wait_for("the aggregator serves the group", Duration::from_secs(30), || {
-        cp.kubectl(&["get", "--raw", GROUP_PATH]).status.success()
-    });
-}
-
 impl Env {
     /// Stops this mode's servers and sidecars, starts `mode`'s and registers them.
     pub fn switch(&mut self, mode: Mode) {
@@ -378,7 +345,7 @@ impl Env {
         self.server_refused = refused;
         self.sidecars = sidecars;
         self.mode = mode;
-        register(&self.cp, &self.module_ca, self.server.port);
+        tk::register_apiservice(&self.cp, &self.module_ca, self.server.port);
     }
 
     /// Stops the servers, the sidecars and the control plane. With `keep_logs` (a case failed)
@@ -521,7 +488,7 @@ pub fn setup() -> Env {
         fake.port,
         &kubevirt,
     );
-    register(&cp, &module_ca, server.port);
+    tk::register_apiservice(&cp, &module_ca, server.port);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

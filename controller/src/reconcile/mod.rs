@@ -1,13 +1,17 @@
-//! The reconcilers ([`vm`], [`vmop`], [`vd`], [`vi`]), what they share (the [`Context`], the
-//! error policy, conflict retries, finalizer patches, [`data`] Pods) and [`run`], which runs the
-//! controllers until a shutdown signal.
+//! The reconcilers ([`vm`], [`vmop`], [`vd`], [`vi`], [`pool`]), what they share (the
+//! [`Context`], the error policy, conflict retries, finalizer patches, [`data`] Pods) and [`run`],
+//! which runs the controllers until a shutdown signal.
 
 pub mod data;
+pub mod pool;
 pub mod report;
 pub mod vd;
+pub mod vdsnapshot;
 pub mod vi;
 pub mod vm;
+pub mod vmbda;
 pub mod vmop;
+pub mod vmsnapshot;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -40,9 +44,25 @@ pub struct Context {
     pub disks: std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualDisk>>,
     /// The image controller's cache, once it runs.
     pub images: std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualImage>>,
+    /// The disk snapshot controller's cache, once it runs.
+    pub disk_snapshots:
+        std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualDiskSnapshot>>,
+    /// The VM snapshot controller's cache, once it runs.
+    pub vm_snapshots:
+        std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualMachineSnapshot>>,
+    /// The attachment controller's cache, once it runs.
+    pub attachments: std::sync::OnceLock<
+        kube::runtime::reflector::Store<crate::resources::VirtualMachineBlockDeviceAttachment>,
+    >,
     /// How images and disks are imported.
     pub data: crate::datapod::DataSettings,
+    /// How long a snapshot may take to become ready to use before it fails (and a frozen
+    /// guest is thawed).
+    pub snapshot_ready_timeout: Duration,
 }
+
+/// The default of [`Context::snapshot_ready_timeout`].
+pub const SNAPSHOT_READY_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl Context {
     /// A context for `client`, with no DVCR (images cannot be imported).
@@ -52,6 +72,16 @@ impl Context {
 
     /// A context for `client` importing images and disks as `data` says.
     pub fn with_data(client: Client, data: crate::datapod::DataSettings) -> Arc<Context> {
+        Self::with_settings(client, data, SNAPSHOT_READY_TIMEOUT)
+    }
+
+    /// A context for `client` importing as `data` says, with snapshots failing after
+    /// `snapshot_ready_timeout`.
+    pub fn with_settings(
+        client: Client,
+        data: crate::datapod::DataSettings,
+        snapshot_ready_timeout: Duration,
+    ) -> Arc<Context> {
         Arc::new(Context {
             client,
             errors: AtomicU64::new(0),
@@ -59,7 +89,11 @@ impl Context {
             vms: std::sync::OnceLock::new(),
             disks: std::sync::OnceLock::new(),
             images: std::sync::OnceLock::new(),
+            disk_snapshots: std::sync::OnceLock::new(),
+            vm_snapshots: std::sync::OnceLock::new(),
+            attachments: std::sync::OnceLock::new(),
             data,
+            snapshot_ready_timeout,
         })
     }
 
@@ -89,6 +123,9 @@ impl Context {
             vms: self.vm_rows(),
             disks: rows(self.disks.get(), ObjectRow::of_disk),
             images: rows(self.images.get(), ObjectRow::of_image),
+            disk_snapshots: rows(self.disk_snapshots.get(), ObjectRow::of_disk_snapshot),
+            vm_snapshots: rows(self.vm_snapshots.get(), ObjectRow::of_vm_snapshot),
+            attachments: rows(self.attachments.get(), ObjectRow::of_attachment),
         }
     }
 
@@ -266,7 +303,8 @@ pub fn remove_finalizer_patch(finalizers: &[String], finalizer: &str) -> Option<
     ]))
 }
 
-/// Runs the VirtualMachine, VirtualMachineOperation, VirtualDisk and VirtualImage controllers until SIGTERM or
+/// Runs the VirtualMachine, VirtualMachineOperation, VirtualDisk, VirtualImage, snapshot and
+/// attachment controllers until SIGTERM or
 /// Ctrl+C, then lets running reconciles finish. Sets [`Context::ready`] once every resource they watch
 /// could be listed.
 pub async fn run(ctx: Arc<Context>) {
@@ -279,8 +317,9 @@ pub async fn run(ctx: Arc<Context>) {
 
     use crate::kubevirt::{NAME_LABEL, vm_resource, vmi_resource};
     use crate::resources::{
-        BlockDeviceKind, OperationPhase, VirtualDisk, VirtualImage, VirtualMachine, VirtualMachineClass,
-        VirtualMachineOperation,
+        BlockDeviceKind, OperationPhase, VirtualDisk, VirtualDiskSnapshot, VirtualImage, VirtualMachine,
+        VirtualMachineBlockDeviceAttachment, VirtualMachineClass, VirtualMachineOperation,
+        VirtualMachinePool, VirtualMachineSnapshot,
     };
 
     let client = ctx.client.clone();
@@ -437,8 +476,58 @@ pub async fn run(ctx: Arc<Context>) {
     .trigger_backoff(WatchBackoff::default())
     .shutdown_on_signal();
 
+    // Snapshots: a disk snapshot follows its VolumeSnapshot, a VM snapshot its disk snapshots.
+    let disk_snapshots = Controller::new(
+        Api::<VirtualDiskSnapshot>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns_with(
+        Api::<DynamicObject>::all_with(client.clone(), &vdsnapshot::volume_snapshot_resource()),
+        vdsnapshot::volume_snapshot_resource(),
+        watcher::Config::default(),
+    )
+    .trigger_backoff(WatchBackoff::default())
+    .shutdown_on_signal();
+    let _ = ctx.disk_snapshots.set(disk_snapshots.store());
+    let vm_snapshots = Controller::new(
+        Api::<VirtualMachineSnapshot>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<VirtualDiskSnapshot>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .trigger_backoff(WatchBackoff::default())
+    .shutdown_on_signal();
+    let _ = ctx.vm_snapshots.set(vm_snapshots.store());
+    // Attachments look at the VM's instance on a timer while they move.
+    let attachments = Controller::new(
+        Api::<VirtualMachineBlockDeviceAttachment>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .trigger_backoff(WatchBackoff::default())
+    .shutdown_on_signal();
+    let _ = ctx.attachments.set(attachments.store());
+
+    // Pools: their VMs and disks, whose changes and deletions bring the pool back.
+    let pools = Controller::new(
+        Api::<VirtualMachinePool>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<VirtualMachine>::all(client.clone()),
+        watcher::Config::default().labels(pool::POOL_LABEL),
+    )
+    .owns(
+        Api::<VirtualDisk>::all(client.clone()),
+        watcher::Config::default().labels(pool::POOL_LABEL),
+    )
+    .trigger_backoff(WatchBackoff::default())
+    .shutdown_on_signal();
+
     let ready = {
         let ctx = ctx.clone();
+        let pool_api = Api::<VirtualMachinePool>::all(client.clone());
         let (a, b) = (
             Api::<VirtualMachine>::all(client.clone()),
             Api::<VirtualMachineOperation>::all(client.clone()),
@@ -453,12 +542,18 @@ pub async fn run(ctx: Arc<Context>) {
             Api::<VirtualImage>::all(client.clone()),
             Api::<Pod>::all(client.clone()),
         );
+        let (j, k, l, m) = (
+            Api::<VirtualDiskSnapshot>::all(client.clone()),
+            Api::<VirtualMachineSnapshot>::all(client.clone()),
+            Api::<VirtualMachineBlockDeviceAttachment>::all(client.clone()),
+            Api::<DynamicObject>::all_with(client.clone(), &vdsnapshot::volume_snapshot_resource()),
+        );
         async move {
             // Not `Store::wait_until_ready`: its oneshot keeps one waker, and the controller's
             // own runner waits on it.
             let lp = kube::api::ListParams::default().limit(1);
             loop {
-                let listed = futures::future::try_join(
+                let listed = futures::future::try_join4(
                     futures::future::try_join4(
                         a.list_metadata(&lp),
                         b.list_metadata(&lp),
@@ -472,6 +567,13 @@ pub async fn run(ctx: Arc<Context>) {
                         h.list_metadata(&lp),
                         i.list_metadata(&lp.clone().labels(crate::datapod::DATA_LABEL)),
                     ),
+                    futures::future::try_join4(
+                        j.list_metadata(&lp),
+                        k.list_metadata(&lp),
+                        l.list_metadata(&lp),
+                        m.list_metadata(&lp),
+                    ),
+                    pool_api.list_metadata(&lp),
                 )
                 .await;
                 match listed {
@@ -497,8 +599,24 @@ pub async fn run(ctx: Arc<Context>) {
     let images = images
         .run(vi::reconcile, error_policy, ctx.clone())
         .for_each(log_result);
+    let pools = pools
+        .run(pool::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
     let ready = tokio::spawn(ready);
-    futures::future::join4(vms, ops, disks, images).await;
+    let disk_snapshots = disk_snapshots
+        .run(vdsnapshot::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
+    let vm_snapshots = vm_snapshots
+        .run(vmsnapshot::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
+    let attachments = attachments
+        .run(vmbda::reconcile, error_policy, ctx.clone())
+        .for_each(log_result);
+    futures::future::join(
+        futures::future::join5(vms, ops, disks, images, pools),
+        futures::future::join3(disk_snapshots, vm_snapshots, attachments),
+    )
+    .await;
     ready.abort();
 }
 

@@ -241,9 +241,17 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
         return Ok(Action::await_change());
     }
 
-    let desired = kubevirt::render(&vm, &uid, &deps);
+    let mut desired = kubevirt::render(&vm, &uid, &deps);
     let mut vmi = kv.vmis.get_opt(&name).await?;
-    let kvvm = match kv.vms.get_opt(&name).await? {
+    let existing = kv.vms.get_opt(&name).await?;
+    if let Some(e) = &existing {
+        // Disks hot-plugged into the running VM stay until they are unplugged.
+        kubevirt::keep_hotplugged(
+            &e.data["spec"]["template"]["spec"],
+            &mut desired["spec"]["template"]["spec"],
+        );
+    }
+    let kvvm = match existing {
         None => {
             let obj: DynamicObject = serde_json::from_value(desired.clone())?;
             let created = kv.vms.create(&PostParams::default(), &obj).await?;

@@ -62,14 +62,8 @@ pub fn disks(env: &Env) {
             .as_str()
             .expect("claim name")
             .to_owned();
-    // TEST DOUBLE of a storage provisioner: none runs here, so the test binds each claim by
-    // writing its status.
-    // What a provisioner would do (no CSI driver runs here): a volume for each claim, which
-    // kube-controller-manager's volume binder binds, so the scheduler can place the VM's Pod.
     for claim in [&root_claim, &data_claim] {
-        env.apply(&format!(
-            "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: pv-{ns}-{claim}}}\nspec:\n  capacity: {{storage: 1Gi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: local\n  persistentVolumeReclaimPolicy: Retain\n  hostPath: {{path: /var/lib/simulated/{claim}}}\n  claimRef: {{namespace: {ns}, name: {claim}}}\n"
-        ));
+        env.provision(ns, claim);
     }
     let vd = wait_disk(env, ns, "root", "Ready");
     assert_eq!(vd["status"]["capacity"], "1Gi", "{vd}");

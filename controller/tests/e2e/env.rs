@@ -15,7 +15,7 @@ use crate::controller::{ControllerProc, Mode};
 use crate::kubelet_double::KubeletDouble;
 use crate::support;
 pub use crate::support::vm_yaml;
-use crate::virt_handler_double;
+use crate::{csi_double, virt_handler_double};
 
 /// Our VirtualMachines.
 pub const VM: &str = "virtualmachines.virtualization.deckhouse.io";
@@ -25,6 +25,16 @@ pub const VMOP: &str = "virtualmachineoperations.virtualization.deckhouse.io";
 pub const VMC: &str = "virtualmachineclasses.virtualization.deckhouse.io";
 /// Our VirtualDisks.
 pub const VD: &str = "virtualdisks.virtualization.deckhouse.io";
+/// Our VirtualMachinePools.
+pub const VMPOOL: &str = "virtualmachinepools.virtualization.deckhouse.io";
+/// Our VirtualDiskSnapshots.
+pub const VDSNAPSHOT: &str = "virtualdisksnapshots.virtualization.deckhouse.io";
+/// Our VirtualMachineSnapshots.
+pub const VMSNAPSHOT: &str = "virtualmachinesnapshots.virtualization.deckhouse.io";
+/// Our VirtualMachineBlockDeviceAttachments.
+pub const VMBDA: &str = "virtualmachineblockdeviceattachments.virtualization.deckhouse.io";
+/// The storage's VolumeSnapshots.
+pub const VOLUME_SNAPSHOT: &str = "volumesnapshots.snapshot.storage.k8s.io";
 /// KubeVirt's VirtualMachines as kube-apiserver stores them.
 pub const UP_KVVM: &str = "internalvirtualizationvirtualmachines.internal.virtualization.deckhouse.io";
 /// KubeVirt's VirtualMachineInstances as kube-apiserver stores them.
@@ -39,6 +49,9 @@ pub const UP_MIGRATION_LABEL: &str = "kubevirt.internal.virtualization.deckhouse
 /// The longest any state is waited for: far beyond what a passing run needs (seconds), so a
 /// loaded machine does not fail the test.
 const WAIT: Duration = Duration::from_secs(90);
+
+/// The controller's snapshot ready timeout in the tests.
+pub const SNAPSHOT_READY_TIMEOUT: &str = "20s";
 
 /// The controller's namespace, with DVCR's credentials and the uploader's certificate.
 pub const CONTROLLER_NS: &str = "d8-virtualization";
@@ -107,6 +120,13 @@ pub struct Env {
     /// A sidecar with admin's credentials that the virt-handler double and the cases use to
     /// read KubeVirt's objects with their original names.
     pub kv_sidecar: ProxyProc,
+    /// virtualization-api behind its sidecar to KubeVirt's virt-api, registered with the
+    /// aggregator: where the controller freezes guests and hot-plugs disks.
+    pub subresources: VirtualizationApi,
+    /// What virt-api handed to the virt-handler double (freezes, unfreezes).
+    pub handler: Arc<virt_handler_double::api::Handler>,
+    /// The CSI double, which makes VolumeSnapshots ready to use.
+    pub csi: Arc<csi_double::Csi>,
     /// Real KubeVirt: virt-controller behind its sidecar, kwok's Nodes.
     pub kubevirt: KubeVirt,
     /// DVCR: a real registry, where images are imported.
@@ -154,8 +174,21 @@ impl Env {
         // Ours are not renamed: straight to kube-apiserver, as a cluster admin would.
         let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
         ok(&cp.kubectl(&["apply", "-f", crds.to_str().expect("utf-8")]));
+        // The snapshot CRDs, as a cluster's snapshot-controller deployment installs them.
+        let snapshot_crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/snapshot-crds");
+        ok(&cp.kubectl(&["apply", "-f", snapshot_crds.to_str().expect("utf-8")]));
         let sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
-        for crd in [VM, VMOP, VMC, VD] {
+        for crd in [
+            VM,
+            VMOP,
+            VMC,
+            VD,
+            VMPOOL,
+            VDSNAPSHOT,
+            VMSNAPSHOT,
+            VMBDA,
+            VOLUME_SNAPSHOT,
+        ] {
             if let Some(err) = wait_crd_established(&sidecar, crd) {
                 panic!("{crd}: {err}");
             }
@@ -176,16 +209,38 @@ impl Env {
         // As kubevirt-handler, through its own sidecar: virt-api puts back a VMI status anyone
         // else writes.
         let handler_port = kubevirt.get("VIRT_HANDLER_SIDECAR_PORT").parse().expect("port");
-        rt.spawn(virt_handler_double::run(support::sidecar_client(
-            &rt,
-            handler_port,
-        )));
+        let handler_client = support::sidecar_client(&rt, handler_port);
+        let handler = Arc::new(virt_handler_double::api::Handler::default());
+        rt.spawn(virt_handler_double::run(handler_client.clone(), handler.clone()));
+        // Where virt-api calls virt-handler (the Nodes' virt-handler Pods are at 127.0.0.1).
+        rt.spawn({
+            let (kv, handler) = (&kubevirt, handler.clone());
+            let port: u16 = kv.get("VIRT_HANDLER_PORT").parse().expect("port");
+            let file = |k: &str| PathBuf::from(kv.get(k));
+            let (cert, key, ca) = (
+                file("VIRT_HANDLER_CERT"),
+                file("VIRT_HANDLER_KEY"),
+                file("VIRT_API_CA_FILE"),
+            );
+            async move {
+                virt_handler_double::api::serve(port, &cert, &key, &ca, handler_client, handler).await
+            }
+        });
+        let subresources = VirtualizationApi::start(&cp, &kubevirt, &cp.dir.join("virtualization-api"));
+        let csi = Arc::new(csi_double::Csi::default());
+        rt.spawn(csi_double::run(
+            support::admin_client(&rt, cp.kubeconfig()),
+            csi.clone(),
+        ));
         eprintln!("--- environment up in {:?}", t.elapsed());
         Env {
             ctl: Mutex::new(None),
             sidecar,
             kv_sidecar,
             kubevirt,
+            subresources,
+            handler,
+            csi,
             dvcr,
             kubelet,
             files,
@@ -226,6 +281,8 @@ impl Env {
                 ("DVCR_ADDRESS", self.dvcr.address.clone()),
                 ("DATA_POD_NODE_SELECTOR", format!("{DATA_NODE_LABEL}=true")),
                 ("DATA_POD_IMAGE", "virtualization-dvcr:dev".to_owned()),
+                // Short, so the case of a snapshot that never gets ready ends soon.
+                ("SNAPSHOT_READY_TIMEOUT", SNAPSHOT_READY_TIMEOUT.to_owned()),
             ];
             *lock(&self.ctl) = Some(ControllerProc::start(&self.cp.dir, &kubeconfig, mode, &data));
             self.wait("controller /readyz 200", || {
@@ -317,6 +374,15 @@ impl Env {
             "-p",
             &merge.to_string(),
         ]));
+    }
+
+    /// What a storage provisioner would do (no CSI driver runs here): a volume bound to claim
+    /// `ns/claim` (1Gi, storage class `local`), which kube-controller-manager's volume binder
+    /// binds, so the scheduler can place the Pods that use it.
+    pub fn provision(&self, ns: &str, claim: &str) {
+        self.apply(&format!(
+            "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: pv-{ns}-{claim}}}\nspec:\n  capacity: {{storage: 1Gi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: local\n  persistentVolumeReclaimPolicy: Retain\n  hostPath: {{path: /var/lib/simulated/{claim}}}\n  claimRef: {{namespace: {ns}, name: {claim}}}\n"
+        ));
     }
 
     /// Creates the namespace `{base}-{mode}` and returns its name.

@@ -19,6 +19,8 @@
 //! (all of the sidecar mode, then all of the embedded mode, then the manifests), each case in
 //! namespaces of its own (suffixed with the mode), polling with deadlines.
 
+#[path = "../csi_double/mod.rs"]
+mod csi_double;
 #[path = "../kubelet_double/mod.rs"]
 mod kubelet_double;
 #[path = "../support/mod.rs"]
@@ -26,13 +28,17 @@ mod support;
 #[path = "../virt_handler_double/mod.rs"]
 mod virt_handler_double;
 
+mod attach;
 mod class;
 mod controller;
 mod disk;
 mod env;
 mod image;
 mod manifests;
+mod metrics_auth;
+mod pool;
 mod resilience;
+mod snapshot;
 mod vm;
 mod vmop;
 mod webhook;
@@ -67,7 +73,12 @@ const CASES: &[(&str, Case)] = &[
     ("images", image::images),
     ("upload", image::upload),
     ("import_failures", image::import_failures),
+    ("snapshots", snapshot::snapshots),
+    ("snapshot_timeout", snapshot::snapshot_timeout),
+    ("hotplug", attach::hotplug),
+    ("pools", pool::pools),
     ("webhook", webhook::webhook),
+    ("metrics_auth", metrics_auth::metrics_auth),
     ("sigterm", controller::sigterm),
 ];
 
