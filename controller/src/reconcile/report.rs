@@ -142,6 +142,33 @@ pub fn same_status<T: Clone + PartialEq>(
     strip(a) == strip(b)
 }
 
+/// Writes `new` as the whole status of object `name` when it says something other than `old`
+/// ([`same_status`]); `true` when it wrote.
+pub async fn write_status<K, S>(
+    api: &kube::Api<K>,
+    name: &str,
+    old: &S,
+    new: &S,
+    conditions: impl Fn(&mut S) -> &mut Vec<Condition>,
+) -> crate::Result<bool>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: Clone + PartialEq + serde::Serialize + std::fmt::Debug,
+{
+    if same_status(old, new, conditions) {
+        return Ok(false);
+    }
+    let patch = serde_json::json!([{"op": "add", "path": "/status", "value": new}]);
+    api.patch_status(
+        name,
+        &kube::api::PatchParams::default(),
+        &super::json_patch(patch)?,
+    )
+    .await?;
+    tracing::info!(status = ?new, "status");
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,13 +11,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 use tracing::{info, instrument};
 
-use super::{Context, json_patch};
+use super::Context;
+use super::report::write_status;
 use crate::conditions::{self, condition};
 use crate::resources::{
     BlockDeviceKind, Condition, DiskPhase, SnapshotPhase, VirtualDisk, VirtualDiskSnapshot,
@@ -302,12 +303,7 @@ pub async fn reconcile(vds: Arc<VirtualDiskSnapshot>, ctx: Arc<Context>) -> Resu
         vds.meta().generation,
         &conditions::now(),
     );
-    if !super::report::same_status(&old, &new, |s| &mut s.conditions) {
-        let patch = json!([{"op": "add", "path": "/status", "value": new}]);
-        api.patch_status(&name, &PatchParams::default(), &json_patch(patch)?)
-            .await?;
-        info!(phase = ?new.phase, "status");
-    }
+    write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
     Ok(match new.phase {
         Some(p) if p.is_final() => Action::await_change(),
         // The disk and its VM are not watched from here: look again.

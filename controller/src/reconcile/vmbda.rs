@@ -10,9 +10,10 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::{info, instrument};
 
+use super::report::write_status;
 use super::{Context, add_finalizer_patch, json_patch, remove_finalizer_patch};
 use crate::conditions::{self, condition};
 use crate::kubevirt::{disk_volume_name, vm_resource, vmi_resource};
@@ -187,6 +188,23 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
     let cond = |t: &str, ok: bool, reason: &str, msg: String| {
         condition(&old.conditions, t, ok, reason, msg, generation, &now)
     };
+    // The VM runs and the disk is ready: what every attachment past `Pending` reports.
+    let ready = || {
+        [
+            cond(
+                VIRTUAL_MACHINE_READY,
+                true,
+                "Ready",
+                format!("VirtualMachine {vm_name} is running"),
+            ),
+            cond(
+                BLOCK_DEVICE_READY,
+                true,
+                "Ready",
+                format!("VirtualDisk {disk_name} is ready"),
+            ),
+        ]
+    };
     let mut new = VirtualMachineBlockDeviceAttachmentStatus {
         virtual_machine_name: Some(vm_name.clone()),
         observed_generation: generation,
@@ -204,7 +222,7 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
                 "Detaching",
                 format!("unplugging {volume} from VirtualMachine {vm_name}"),
             )];
-            write_status(&api, &name, &old, &new).await?;
+            write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
             let in_vm = kvvm.as_ref().is_some_and(|k| {
                 k.data["spec"]["template"]["spec"]["volumes"]
                     .as_array()
@@ -249,25 +267,16 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
                 cond(BLOCK_DEVICE_READY, false, "Conflict", msg.clone()),
                 cond(ATTACHED, false, "Conflict", msg),
             ];
-            write_status(&api, &name, &old, &new).await?;
+            write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
             return Ok(Action::await_change());
         }
     }
     if where_ == Plugged::Ready {
         new.phase = Some(AttachmentPhase::Attached);
+        let [vm_ready, disk_ready] = ready();
         new.conditions = vec![
-            cond(
-                VIRTUAL_MACHINE_READY,
-                true,
-                "Ready",
-                format!("VirtualMachine {vm_name} is running"),
-            ),
-            cond(
-                BLOCK_DEVICE_READY,
-                true,
-                "Ready",
-                format!("VirtualDisk {disk_name} is ready"),
-            ),
+            vm_ready,
+            disk_ready,
             cond(
                 ATTACHED,
                 true,
@@ -275,7 +284,7 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
                 format!("VirtualDisk {disk_name} is attached to VirtualMachine {vm_name}"),
             ),
         ];
-        write_status(&api, &name, &old, &new).await?;
+        write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
         // Followed until unplugged: an instance that restarts loses the volume.
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
@@ -290,7 +299,7 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
                 cond(type_, false, reason, msg.clone()),
                 cond(ATTACHED, false, reason, msg),
             ];
-            write_status(&api, &name, &old, &new).await?;
+            write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
             return Ok(if fatal {
                 Action::await_change()
             } else {
@@ -324,19 +333,10 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
         info!(%volume, %claim, vm = %vm_name, "volume requested");
     }
     new.phase = Some(AttachmentPhase::InProgress);
+    let [vm_ready, disk_ready] = ready();
     new.conditions = vec![
-        cond(
-            VIRTUAL_MACHINE_READY,
-            true,
-            "Ready",
-            format!("VirtualMachine {vm_name} is running"),
-        ),
-        cond(
-            BLOCK_DEVICE_READY,
-            true,
-            "Ready",
-            format!("VirtualDisk {disk_name} is ready"),
-        ),
+        vm_ready,
+        disk_ready,
         cond(
             ATTACHED,
             false,
@@ -344,30 +344,14 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
             format!("waiting for VirtualMachine {vm_name} to report {volume} ready"),
         ),
     ];
-    write_status(&api, &name, &old, &new).await?;
+    write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
     Ok(Action::requeue(Duration::from_secs(1)))
-}
-
-/// Writes `new` as the whole status when it differs from `old` (but for transition times).
-async fn write_status(
-    api: &Api<VirtualMachineBlockDeviceAttachment>,
-    name: &str,
-    old: &VirtualMachineBlockDeviceAttachmentStatus,
-    new: &VirtualMachineBlockDeviceAttachmentStatus,
-) -> Result<()> {
-    if super::report::same_status(old, new, |s| &mut s.conditions) {
-        return Ok(());
-    }
-    let patch = json!([{"op": "add", "path": "/status", "value": new}]);
-    api.patch_status(name, &PatchParams::default(), &json_patch(patch)?)
-        .await?;
-    info!(phase = ?new.phase, "status");
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn attached_only_once_the_instance_reports_the_volume_ready() {

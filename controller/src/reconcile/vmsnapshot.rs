@@ -14,8 +14,9 @@ use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
 use tracing::{info, instrument, warn};
 
+use super::Context;
+use super::report::write_status;
 use super::vdsnapshot::CONSISTENT_ANNOTATION;
-use super::{Context, json_patch};
 use crate::conditions::{self, condition};
 use crate::resources::{
     BlockDeviceKind, DiskPhase, SnapshotPhase, VirtualDisk, VirtualDiskSnapshot, VirtualDiskSnapshotSpec,
@@ -195,7 +196,7 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
             ),
             cond(READY, false, "VirtualMachineNotFound", msg),
         ];
-        write_status(&api, &name, &old, &new).await?;
+        write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
         return Ok(Action::requeue(Duration::from_secs(2)));
     };
     let disks_api = Api::<VirtualDisk>::namespaced(ctx.client.clone(), &ns);
@@ -240,7 +241,7 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
                 ),
                 cond(READY, false, reason, msg),
             ];
-            write_status(&api, &name, &old, &new).await?;
+            write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
     }
@@ -269,7 +270,7 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
                     format!("freezing the guest of VirtualMachine {vm_name} failed: {e}"),
                 ),
             ];
-            write_status(&api, &name, &old, &new).await?;
+            write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
             thaw(&ctx, &api, &vms, &ns, vm_name).await?;
             return Ok(Action::await_change());
         }
@@ -315,7 +316,7 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
     }
     new.phase = Some(phase);
     new.conditions = vec![vm_cond, disks_cond, ready];
-    write_status(&api, &name, &old, &new).await?;
+    write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
     if phase == SnapshotPhase::Failed
         && let Some(vm) = &frozen
     {
@@ -382,23 +383,6 @@ async fn forget_freeze(
         Err(e) => return Err(e.into()),
     }
     info!(%vm, "freeze forgotten");
-    Ok(())
-}
-
-/// Writes `new` as the whole status when it differs from `old` (but for transition times).
-async fn write_status(
-    api: &Api<VirtualMachineSnapshot>,
-    name: &str,
-    old: &VirtualMachineSnapshotStatus,
-    new: &VirtualMachineSnapshotStatus,
-) -> Result<()> {
-    if super::report::same_status(old, new, |s| &mut s.conditions) {
-        return Ok(());
-    }
-    let patch = json!([{"op": "add", "path": "/status", "value": new}]);
-    api.patch_status(name, &PatchParams::default(), &json_patch(patch)?)
-        .await?;
-    info!(phase = ?new.phase, "status");
     Ok(())
 }
 
