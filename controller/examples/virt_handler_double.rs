@@ -40,9 +40,10 @@ async fn main() -> anyhow::Result<()> {
             file("VIRT_API_CA_FILE")?,
         );
         let port: u16 = port.parse()?;
+        let listener = virt_handler_double::api::bind(port);
         let (client, handler) = (client.clone(), handler.clone());
         tokio::spawn(async move {
-            virt_handler_double::api::serve(port, &cert, &key, &ca, client, handler).await
+            virt_handler_double::api::serve(listener, &cert, &key, &ca, client, handler).await
         });
         println!("serving virt-handler's API on 127.0.0.1:{port}");
     }

@@ -170,6 +170,10 @@ impl Env {
         let cp = ControlPlane::up();
         // KubeVirt's CRDs go in through a rewriter, so kube-apiserver stores them renamed.
         let kubevirt = KubeVirt::up(&cp, &["disk=ssd"]);
+        // Where virt-api calls virt-handler (the Nodes' virt-handler Pods are at 127.0.0.1):
+        // bound before any other port is picked.
+        let handler_listener =
+            virt_handler_double::api::bind(kubevirt.get("VIRT_HANDLER_PORT").parse().expect("port"));
         let kv_sidecar = ProxyProc::start(&cp.dir, &[("KUBECONFIG", cp.kubeconfig())]);
         // Ours are not renamed: straight to kube-apiserver, as a cluster admin would.
         let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
@@ -212,10 +216,8 @@ impl Env {
         let handler_client = support::sidecar_client(&rt, handler_port);
         let handler = Arc::new(virt_handler_double::api::Handler::default());
         rt.spawn(virt_handler_double::run(handler_client.clone(), handler.clone()));
-        // Where virt-api calls virt-handler (the Nodes' virt-handler Pods are at 127.0.0.1).
         rt.spawn({
             let (kv, handler) = (&kubevirt, handler.clone());
-            let port: u16 = kv.get("VIRT_HANDLER_PORT").parse().expect("port");
             let file = |k: &str| PathBuf::from(kv.get(k));
             let (cert, key, ca) = (
                 file("VIRT_HANDLER_CERT"),
@@ -223,7 +225,8 @@ impl Env {
                 file("VIRT_API_CA_FILE"),
             );
             async move {
-                virt_handler_double::api::serve(port, &cert, &key, &ca, handler_client, handler).await
+                virt_handler_double::api::serve(handler_listener, &cert, &key, &ca, handler_client, handler)
+                    .await
             }
         });
         let subresources = VirtualizationApi::start(&cp, &kubevirt, &cp.dir.join("virtualization-api"));

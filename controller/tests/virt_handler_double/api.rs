@@ -76,14 +76,27 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Serves on `127.0.0.1:port` with `cert`/`key`, requiring client certificates of `ca`;
-/// updates VMIs through `client` (kubevirt-handler's sidecar).
-pub async fn serve(port: u16, cert: &Path, key: &Path, ca: &Path, client: Client, handler: Arc<Handler>) {
+/// Binds virt-handler's port on 127.0.0.1 now, before anything else can take it
+/// (`scripts/kubevirt.sh` chose it, free, for virt-api to call).
+pub fn bind(port: u16) -> std::net::TcpListener {
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).expect("the virt-handler port is free");
+    l.set_nonblocking(true).expect("non-blocking");
+    l
+}
+
+/// Serves on `listener` (see [`bind`]) with `cert`/`key`, requiring client certificates of
+/// `ca`; updates VMIs through `client` (kubevirt-handler's sidecar).
+pub async fn serve(
+    listener: std::net::TcpListener,
+    cert: &Path,
+    key: &Path,
+    ca: &Path,
+    client: Client,
+    handler: Arc<Handler>,
+) {
     let tls = tls_config(cert, key, ca);
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .expect("the virt-handler port is free");
+    let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
     loop {
         let Ok((tcp, _)) = listener.accept().await else {
             continue;
