@@ -282,10 +282,21 @@ pub async fn reconcile(vds: Arc<VirtualDiskSnapshot>, ctx: Arc<Context>) -> Resu
     let disk = Api::<VirtualDisk>::namespaced(ctx.client.clone(), &ns)
         .get_opt(&vds.spec.virtual_disk_name)
         .await?;
-    let vms = Api::<VirtualMachine>::namespaced(ctx.client.clone(), &ns)
-        .list(&Default::default())
-        .await?
-        .items;
+    // The VM controller's cache when it runs (no LIST on every look), else the API.
+    let vms: Vec<VirtualMachine> = match ctx.vms.get() {
+        Some(store) => store
+            .state()
+            .iter()
+            .filter(|vm| vm.namespace().as_deref() == Some(ns.as_str()))
+            .map(|vm| VirtualMachine::clone(vm))
+            .collect(),
+        None => {
+            Api::<VirtualMachine>::namespaced(ctx.client.clone(), &ns)
+                .list(&Default::default())
+                .await?
+                .items
+        }
+    };
     let ready = readiness(&vds, disk.as_ref(), &vms);
     if let (None, Readiness::Take { claim, .. }) = (&vs, &ready) {
         let obj: DynamicObject = serde_json::from_value(volume_snapshot(&vds, &uid, claim))?;
