@@ -158,6 +158,12 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
     let name = vms.name_any();
     let uid = vms.uid().ok_or(Error::Missing("metadata.uid"))?;
     let api: Api<VirtualMachineSnapshot> = Api::namespaced(ctx.client.clone(), &ns);
+    // Read afresh: a reconcile a disk snapshot's event starts may bring a cached copy from
+    // before the freeze was recorded, and would then neither count the snapshot consistent
+    // nor thaw the guest.
+    let Some(vms) = api.get_opt(&name).await? else {
+        return Ok(Action::await_change());
+    };
     let old = vms.status.clone().unwrap_or_default();
     let mut frozen = vms.annotations().get(FROZEN_ANNOTATION).cloned();
     let done = old.phase.is_some_and(SnapshotPhase::is_final) || vms.meta().deletion_timestamp.is_some();
