@@ -53,6 +53,12 @@ pub fn volumes(e: &Env) {
             "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {{name: vm-running, namespace: {NS}}}\nspec:\n  runStrategy: Halted\n  template:\n    spec:\n      domain:\n        devices: {{}}\n        resources: {{requests: {{memory: 64Mi}}}}\n"
         ),
     ));
+    // virt-api records the request with a JSON patch of the VM's status, which kube-apiserver
+    // refuses (422, "doc is missing path") until virt-controller has written a first status:
+    // add a volume to a VM KubeVirt has seen, as a user would.
+    wait_for("virt-controller's first status", Duration::from_secs(30), || {
+        stored(e)["status"]["printableStatus"].is_string()
+    });
     tk::ok(&e.put(
         &format!(
             "{}?name=disk1&volumeKind=VirtualDisk&pvcName=pvc-disk1&serial=s1",
