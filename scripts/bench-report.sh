@@ -6,7 +6,7 @@
 #   - their headline rows make the table between `<!-- headline -->` markers in README.md.
 # Not in CI: a full run takes about half an hour on 2 cores, and figures need a quiet machine.
 #
-# Usage: scripts/bench-report.sh [--only engine,proxy,subresources,vm200,dvcr,load] [--logs DIR] [--from DIR]
+# Usage: scripts/bench-report.sh [--only engine,instructions,proxy,subresources,vm200,dvcr,load] [--logs DIR] [--from DIR]
 #   --only   run these benchmarks only (their blocks are replaced, the others kept; the README's
 #            headline table is rewritten only by a run of all of them)
 #   --logs   keep each benchmark's whole output in DIR (default: a temporary directory)
@@ -18,7 +18,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-ALL=engine,proxy,subresources,vm200,dvcr,load
+ALL=engine,instructions,proxy,subresources,vm200,dvcr,load
 only=$ALL
 logs=
 from=
@@ -64,6 +64,11 @@ if want engine; then
   cargo bench -j2 -p kube-api-rewriter-benches --bench engine > "$logs/engine.criterion.log" 2>&1
   cargo run -q --release -j2 -p kube-api-rewriter-benches --bin engine_report -- "$TARGET/criterion" > "$logs/engine.log"
   ran+=(engine)
+fi
+if want instructions; then
+  step instructions
+  scripts/bench-instructions.sh > "$logs/instructions.log"
+  ran+=(instructions)
 fi
 if want proxy; then
   step proxy
