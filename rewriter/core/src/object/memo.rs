@@ -6,6 +6,9 @@
 //! are found by their bytes and get the remembered result. Leaves that usually differ from item
 //! to item (label maps, whose values hold object names) are not remembered whole; their keys
 //! are, one by one ([`KeyHit`]).
+//!
+//! The last few leaves of each kind are also kept apart ([`Recent`]) and compared with the
+//! input ahead before it is scanned at all: a copy met again is neither scanned nor hashed.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -27,8 +30,26 @@ type KeyMap = HashMap<Box<[u8]>, KeyHit, BuildHasherDefault<WordHasher>>;
 pub(crate) struct Memo {
     maps: [Map; SLOTS],
     keys: [KeyMap; 2],
+    recent: [Recent; SLOTS],
     bytes: usize,
 }
+
+/// Leaves of one slot met lately (at most [`RECENT`]), with their results.
+///
+/// Found by comparing their bytes with the input ahead of the walk, which needs no scan: a
+/// valid JSON value other than a number ends where its own bytes say (a closing bracket or
+/// quote, the last letter of a literal), so input that starts with a remembered leaf holds that
+/// same leaf, already validated, and nothing longer. Numbers are never remembered here.
+#[derive(Debug, Default)]
+struct Recent {
+    entries: Vec<(Box<[u8]>, Option<Box<[u8]>>)>,
+    /// The entry replaced next once the list is full.
+    next: usize,
+}
+
+/// Leaves kept per slot in [`Recent`]: the distinct key sets one kind of object repeats (a
+/// VM's managedFields hold two or three `f:labels` sets).
+const RECENT: usize = 8;
 
 const SLOTS: usize = 6;
 
@@ -72,6 +93,33 @@ impl Memo {
             return None;
         }
         self.maps[slot].get(raw).map(Option::as_deref)
+    }
+
+    /// The remembered leaf of `slot` that `ahead` starts with: its length and its result
+    /// (`None`: it stays as it is).
+    #[inline]
+    pub(crate) fn recent(&self, slot: usize, ahead: &[u8]) -> Option<(usize, Option<&[u8]>)> {
+        self.recent[slot]
+            .entries
+            .iter()
+            .find(|(raw, _)| ahead.starts_with(raw))
+            .map(|(raw, out)| (raw.len(), out.as_deref()))
+    }
+
+    /// Keeps `raw` (a complete, valid value that is not a number) and its result among the
+    /// recent leaves of `slot`.
+    pub(crate) fn note_recent(&mut self, slot: usize, raw: &[u8], out: Option<&[u8]>) {
+        if raw.len() > MAX_LEAF || matches!(raw.first(), None | Some(b'-' | b'0'..=b'9')) {
+            return;
+        }
+        let r = &mut self.recent[slot];
+        let entry = (raw.into(), out.map(Into::into));
+        if r.entries.len() < RECENT {
+            r.entries.push(entry);
+        } else {
+            r.entries[r.next] = entry;
+            r.next = (r.next + 1) % RECENT;
+        }
     }
 
     /// Remembers the result for `raw` in `slot`.
@@ -198,6 +246,40 @@ mod tests {
             out.contains(r#""app.kubernetes.io/managed-by":"someone-else""#),
             "{out}"
         );
+    }
+
+    #[test]
+    fn leaves_met_again_keep_their_verdicts() {
+        // Two managedFields entries in one object: the second one's leaves are found among
+        // the recent ones. A number is never taken for a longer one, and a copy followed by
+        // stray bytes fails where a scan from scratch fails.
+        let rules = Rules::builtin_kubevirt();
+        let entry = |api: &str, tail: &str| {
+            format!(
+                r#"{{"apiVersion":{api},"fieldsV1":{{"f:metadata":{{"f:labels":{{"f:kubevirt.internal.virtualization.deckhouse.io/a":{{}}}}{tail}}}}}}}"#
+            )
+        };
+        let doc = |second: &str| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"a","managedFields":[{},{second}]}}}}"#,
+                entry("1", "")
+            )
+        };
+        let ok = doc(&entry("12", ""));
+        let out = rewrite(&rules, Direction::Restore, ok.as_bytes(), &Context::default()).unwrap();
+        let out = String::from_utf8(out.bytes().unwrap().to_vec()).unwrap();
+        assert_eq!(
+            out.matches(r#""f:labels":{"f:kubevirt.io/a":{}}"#).count(),
+            2,
+            "{out}"
+        );
+        assert!(out.contains(r#"{"apiVersion":12,"#), "{out}");
+
+        let bad = doc(&entry("1", "}"));
+        let err = rewrite(&rules, Direction::Restore, bad.as_bytes(), &Context::default()).unwrap_err();
+        let stray = bad.rfind("}]").unwrap();
+        assert!(serde_json::from_str::<serde_json::Value>(&bad).is_err());
+        assert_eq!(err.offset(), Some(stray), "{err}");
     }
 
     #[test]

@@ -241,22 +241,37 @@ impl<'r, 'a> Walker<'r, 'a> {
     /// the memo, rewritten only when it is not there yet.
     fn remembered_leaf(&mut self, slot: usize, l: Leaf) -> Result<()> {
         self.sc.ws();
+        let input = self.sc.input();
+        let at = self.sc.pos();
+        // A copy of a leaf met lately: found without scanning it.
+        if let Some((len, out)) = self.memo.recent(slot, &input[at..]) {
+            if let Some(out) = out {
+                self.edits.replace_slice(at, at + len, out);
+            }
+            self.sc.seek(at + len);
+            return Ok(());
+        }
         let before = self.sc.clone();
         let (start, end) = self.sc.skip_value()?;
-        let input = self.sc.input();
         let raw = &input[start..end];
         match self.memo.get(slot, raw) {
             Some(Some(out)) => {
                 self.edits.replace_slice(start, end, out);
+                let out = out.to_vec();
+                self.memo.note_recent(slot, raw, Some(&out));
                 return Ok(());
             }
-            Some(None) => return Ok(()),
+            Some(None) => {
+                self.memo.note_recent(slot, raw, None);
+                return Ok(());
+            }
             None => {}
         }
         self.sc = before;
         let mark = self.edits.len();
         self.rewrite_leaf(l)?;
         let out = self.edits.render_since(mark, input, start, end);
+        self.memo.note_recent(slot, raw, out.as_deref());
         self.memo.insert(slot, raw, out);
         Ok(())
     }
