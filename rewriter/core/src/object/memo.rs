@@ -26,8 +26,15 @@ type KeyMap = HashMap<Box<[u8]>, KeyHit, BuildHasherDefault<WordHasher>>;
 
 /// Remembered leaf rewrites of one direction: for each raw leaf, its rewritten bytes (`None`:
 /// unchanged); and for label and annotation keys, what a map entry's key becomes.
+///
+/// Empty until the first insert, so that handing a memo from item to item (a `mem::take`) costs
+/// a pointer move rather than building and dropping its tables.
 #[derive(Debug, Default)]
-pub(crate) struct Memo {
+pub(crate) struct Memo(Option<Box<Tables>>);
+
+/// The tables of a [`Memo`].
+#[derive(Debug, Default)]
+struct Tables {
     maps: [Map; SLOTS],
     keys: [KeyMap; 2],
     recent: [Recent; SLOTS],
@@ -86,20 +93,24 @@ pub(crate) fn slot(l: Leaf) -> Option<usize> {
 }
 
 impl Memo {
+    fn tables(&mut self) -> &mut Tables {
+        self.0.get_or_insert_default()
+    }
+
     /// The remembered result for `raw` in `slot`: `Some(None)` when it stays as it is.
     #[inline]
     pub(crate) fn get(&self, slot: usize, raw: &[u8]) -> Option<Option<&[u8]>> {
         if raw.len() > MAX_LEAF {
             return None;
         }
-        self.maps[slot].get(raw).map(Option::as_deref)
+        self.0.as_ref()?.maps[slot].get(raw).map(Option::as_deref)
     }
 
     /// The remembered leaf of `slot` that `ahead` starts with: its length and its result
     /// (`None`: it stays as it is).
     #[inline]
     pub(crate) fn recent(&self, slot: usize, ahead: &[u8]) -> Option<(usize, Option<&[u8]>)> {
-        self.recent[slot]
+        self.0.as_ref()?.recent[slot]
             .entries
             .iter()
             .find(|(raw, _)| ahead.starts_with(raw))
@@ -112,7 +123,7 @@ impl Memo {
         if raw.len() > MAX_LEAF || matches!(raw.first(), None | Some(b'-' | b'0'..=b'9')) {
             return;
         }
-        let r = &mut self.recent[slot];
+        let r = &mut self.tables().recent[slot];
         let entry = (raw.into(), out.map(Into::into));
         if r.entries.len() < RECENT {
             r.entries.push(entry);
@@ -129,13 +140,13 @@ impl Memo {
         }
         let add = raw.len() + out.as_ref().map_or(0, Vec::len);
         self.make_room(add);
-        self.maps[slot].insert(raw.into(), out.map(Vec::into_boxed_slice));
+        self.tables().maps[slot].insert(raw.into(), out.map(Vec::into_boxed_slice));
     }
 
     /// What the raw (unescaped) key `raw` of a `w` map becomes, if remembered.
     #[inline]
     pub(crate) fn key(&self, w: Which, raw: &[u8]) -> Option<&KeyHit> {
-        self.keys[key_slot(w)?].get(raw)
+        self.0.as_ref()?.keys[key_slot(w)?].get(raw)
     }
 
     /// Remembers what the raw key `raw` of a `w` map becomes.
@@ -145,17 +156,18 @@ impl Memo {
             return;
         }
         self.make_room(raw.len() + hit.name.len() + hit.edit.as_ref().map_or(0, |e| e.len()));
-        self.keys[slot].insert(raw.into(), hit);
+        self.tables().keys[slot].insert(raw.into(), hit);
     }
 
     /// Starts over when `add` more bytes would take the memo past its bound.
     fn make_room(&mut self, add: usize) {
-        if self.bytes + add > MAX_BYTES {
-            self.maps.iter_mut().for_each(Map::clear);
-            self.keys.iter_mut().for_each(KeyMap::clear);
-            self.bytes = 0;
+        let t = self.tables();
+        if t.bytes + add > MAX_BYTES {
+            t.maps.iter_mut().for_each(Map::clear);
+            t.keys.iter_mut().for_each(KeyMap::clear);
+            t.bytes = 0;
         }
-        self.bytes += add;
+        t.bytes += add;
     }
 }
 
@@ -291,7 +303,7 @@ mod tests {
             k[..8].copy_from_slice(&(i as u64).to_le_bytes());
             m.insert(0, &k, None);
         }
-        assert!(m.bytes <= MAX_BYTES);
+        assert!(m.0.as_ref().unwrap().bytes <= MAX_BYTES);
         assert!(m.get(0, &vec![b'x'; MAX_LEAF + 1]).is_none());
     }
 }
