@@ -23,6 +23,8 @@ const MAX_BYTES: usize = 1 << 20;
 
 type Map = HashMap<Box<[u8]>, Option<Box<[u8]>>, BuildHasherDefault<WordHasher>>;
 type KeyMap = HashMap<Box<[u8]>, KeyHit, BuildHasherDefault<WordHasher>>;
+/// A leaf's bytes and its result (`None`: unchanged).
+type Remembered = (Box<[u8]>, Option<Box<[u8]>>);
 
 /// Remembered leaf rewrites of one direction: for each raw leaf, its rewritten bytes (`None`:
 /// unchanged); and for label and annotation keys, what a map entry's key becomes.
@@ -49,7 +51,7 @@ struct Tables {
 /// same leaf, already validated, and nothing longer. Numbers are never remembered here.
 #[derive(Debug, Default)]
 struct Recent {
-    entries: Vec<(Box<[u8]>, Option<Box<[u8]>>)>,
+    entries: Vec<Remembered>,
     /// The entry replaced next once the list is full.
     next: usize,
 }
