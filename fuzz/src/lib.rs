@@ -547,7 +547,8 @@ pub fn yaml(data: &[u8]) {
 /// scanner as it was before them must agree on every verdict, span, error offset and message,
 /// for a whole document, a stream of values (with a fuzzer-chosen error base), a string value
 /// and an object walked member by member. The whole-document verdict must also be serde_json's
-/// (validating `Value` parse), except for the documented differences.
+/// (validating `Value` parse), except for the documented differences. An input with a 0xff byte
+/// also has what follows it skipped like the subtree before it, which a plain skip must match.
 pub fn scan_diff(data: &[u8]) {
     use kube_api_rewriter::internals as i;
     let base = data.first().map_or(0, |&b| usize::from(b) * 1000);
@@ -578,5 +579,16 @@ pub fn scan_diff(data: &[u8]) {
     );
     if let Ok(verdict) = serde_verdict(data) {
         assert_eq!(doc.is_ok(), verdict.is_some(), "serde_json verdict: {doc:?}");
+    }
+    // Before a 0xff byte (never in valid JSON), a subtree skipped before: what follows it
+    // skipped like that one and plainly must come out the same.
+    if let Some(k) = data.iter().position(|&b| b == 0xff)
+        && let Some((like, plain)) = i::skip_like(&data[..k], &data[k + 1..])
+    {
+        assert_eq!(
+            like.as_ref().map_err(i::parts),
+            plain.as_ref().map_err(i::parts),
+            "skip like a reference"
+        );
     }
 }

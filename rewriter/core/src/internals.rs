@@ -60,6 +60,22 @@ macro_rules! entry_points {
 
 entry_points!(Scanner, skip_document, skip_values, string, members);
 
+/// Skips the value at the start of `new` like `reference` (a container recorded by a skip of
+/// it), and plainly: both outcomes, which must be the same. `None` when `reference` is not one a
+/// skip keeps.
+#[allow(clippy::type_complexity)]
+pub fn skip_like(
+    reference: &[u8],
+    new: &[u8],
+) -> Option<(
+    Result<(usize, usize), JsonError>,
+    Result<(usize, usize), JsonError>,
+)> {
+    let reference = Scanner::new(reference).skip_recording().ok()?.1?;
+    let like = Scanner::new(new).skip_like(&reference).map(|(span, _)| span);
+    Some((like, Scanner::new(new).skip_value()))
+}
+
 /// The error's offset, message and whether the input ended early.
 pub fn parts(e: &JsonError) -> (usize, &'static str, bool) {
     (e.offset, e.msg, e.eof)

@@ -8,10 +8,13 @@
 
 use std::borrow::Cow;
 
-use wide::{CmpEq, CmpGt, CmpLt, i8x16};
-
 use super::escape::{hex4, unescape};
 use crate::error::JsonError;
+use classify::{BLOCK, plain_string_end, specials};
+pub(crate) use delta::Reference;
+
+mod classify;
+mod delta;
 
 /// Nesting this deep is rejected where the document is walked, as serde_json does (127 levels
 /// pass).
@@ -478,6 +481,12 @@ impl<'a> Scanner<'a> {
     /// [`MAX_SKIP_DEPTH`], no heap, and the common path keeps the single depth comparison it
     /// always had.
     fn skip_container(&mut self) -> Result<()> {
+        self.skip_loop(&mut NoTrack)
+    }
+
+    /// [`Scanner::skip_container`] with `track` told of every value start (see [`Track`]).
+    #[inline(always)]
+    fn skip_loop<T: Track>(&mut self, track: &mut T) -> Result<()> {
         let buf = self.buf;
         let mut pos = self.pos;
         let mut objects: u128 = 0;
@@ -515,6 +524,23 @@ impl<'a> Scanner<'a> {
                 }
             };
         }
+        // At the start of a value: `track` may move the loop on.
+        macro_rules! value_start {
+            () => {
+                match track.value_start(pos, objects, level) {
+                    Step::Go => {}
+                    Step::Jump(p, o, l) => {
+                        pos = p;
+                        objects = o;
+                        level = l;
+                    }
+                    Step::End(p) => {
+                        self.pos = p;
+                        return Ok(());
+                    }
+                }
+            };
+        }
         // A member's key and its colon.
         macro_rules! key {
             () => {{
@@ -522,8 +548,10 @@ impl<'a> Scanner<'a> {
                 string!();
                 need!(b':', "expected `:`");
                 pos += 1;
+                value_start!();
             }};
         }
+        value_start!();
         'value: loop {
             let Some(&b) = buf.get(pos) else {
                 self.pos = pos;
@@ -558,6 +586,8 @@ impl<'a> Scanner<'a> {
                         Some(_) => {
                             if is_object {
                                 key!();
+                            } else {
+                                value_start!();
                             }
                             continue 'value;
                         }
@@ -586,6 +616,8 @@ impl<'a> Scanner<'a> {
                         pos += 1;
                         if is_object {
                             key!();
+                        } else {
+                            value_start!();
                         }
                         continue 'value;
                     }
@@ -694,6 +726,33 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// Told of each value start of a skip loop: where it is, and the loop's state there (one bit
+/// per open level, set for objects, and the number of open levels).
+pub(crate) trait Track {
+    /// What the loop does next.
+    fn value_start(&mut self, pos: usize, objects: u128, level: u32) -> Step;
+}
+
+/// What a skip loop does after a value start.
+pub(crate) enum Step {
+    /// Goes on scanning.
+    Go,
+    /// Goes on from another value start: its position and the loop's state there.
+    Jump(usize, u128, u32),
+    /// Stops: the skipped value ends at this position.
+    End(usize),
+}
+
+/// The plain skip: nothing tracked.
+struct NoTrack;
+
+impl Track for NoTrack {
+    #[inline(always)]
+    fn value_start(&mut self, _: usize, _: u128, _: u32) -> Step {
+        Step::Go
+    }
+}
+
 /// The end of the whitespace run at `pos`. Compact JSON (what kube-apiserver sends) has none and
 /// never gets here; indented JSON has runs of spaces after each newline, skipped 8 at a time.
 fn skip_ws(buf: &[u8], mut pos: usize) -> usize {
@@ -709,74 +768,6 @@ fn skip_ws(buf: &[u8], mut pos: usize) -> usize {
             _ => return pos,
         }
     }
-}
-
-/// Bytes the string loops classify at a time: one SSE2/NEON register.
-///
-/// Through `wide`'s safe vector types, because `std::arch` needs `unsafe` at the call (SSE2
-/// being the x86_64 baseline does not lift that) and the workspace forbids it; plain loops over
-/// a `[u8; 16]` do vectorize, but LLVM then has no movemask and moves the flags to integers
-/// through the stack, a store-forwarding stall on the scan's critical path (fewer instructions
-/// than the `u64` bit tricks this replaced, yet slower).
-const BLOCK: usize = 16;
-
-/// The flags of the block at `i` (`None` near the end of the input, where the caller goes byte
-/// by byte).
-#[inline(always)]
-fn specials(buf: &[u8], i: usize, ascii_only: bool) -> Option<Flags> {
-    let b: &[u8; BLOCK] = buf.get(i..i + BLOCK)?.try_into().ok()?;
-    Some(classify(b, ascii_only))
-}
-
-/// One bit per byte of a block: set for `"`, `\\`, control characters and, unless the block
-/// was classified `ascii_only`, non-ASCII bytes.
-#[derive(Clone, Copy)]
-struct Flags(u32);
-
-impl Flags {
-    #[inline(always)]
-    fn any(self) -> bool {
-        self.0 != 0
-    }
-
-    /// Offset in the block of the first flagged byte (the block has one).
-    #[inline(always)]
-    fn first(self) -> usize {
-        self.0.trailing_zeros() as usize
-    }
-}
-
-#[inline(always)]
-fn classify(b: &[u8; BLOCK], ascii_only: bool) -> Flags {
-    let v = i8x16::new(b.map(|c| c as i8));
-    let splat = |c: u8| i8x16::splat(c as i8);
-    // Signed: below 0x20 is a control character or (negative) non-ASCII.
-    let mut m = v.cmp_eq(splat(b'"')) | v.cmp_eq(splat(b'\\')) | v.cmp_lt(splat(0x20));
-    if ascii_only {
-        m &= v.cmp_gt(i8x16::splat(-1));
-    }
-    Flags(m.move_mask() as u32)
-}
-
-/// The end (one past the closing quote) of the string whose opening quote is at `start`, when
-/// it is plain ASCII without escapes; `None` for anything else (the caller takes the full path).
-#[inline(always)]
-fn plain_string_end(buf: &[u8], start: usize) -> Option<usize> {
-    let body = buf.get(start + 1..)?;
-    let mut at = start + 1;
-    for block in body.chunks_exact(BLOCK) {
-        let v = i8x16::new(<[u8; BLOCK]>::try_from(block).expect("a block").map(|c| c as i8));
-        let quotes = v.cmp_eq(i8x16::splat(b'"' as i8));
-        let m = (quotes | v.cmp_eq(i8x16::splat(b'\\' as i8)) | v.cmp_lt(i8x16::splat(0x20))).move_mask();
-        if m != 0 {
-            // Plain when the first special byte is the closing quote (a bit test rather than
-            // a load of that byte: this is on the scan's critical path).
-            let k = m.trailing_zeros() as usize;
-            return (quotes.move_mask() >> k & 1 == 1).then_some(at + k + 1);
-        }
-        at += BLOCK;
-    }
-    None
 }
 
 #[cfg(test)]

@@ -1,0 +1,375 @@
+//! Skipping a subtree like one skipped before.
+//!
+//! The items of a LIST repeat each other: a VM's `spec` differs from the previous VM's in its
+//! name and a few values, and most of its bytes are the same. A skip recorded once keeps the
+//! subtree's bytes and, at each value start, the skip loop's state there (a [`Reference`]). A
+//! later skip of the same place compares the input ahead with the reference wherever it stands
+//! at a value start that matches a recorded one, and moves past what is equal in one step.
+//!
+//! That is sound because the skip loop is a function of its state and the bytes it reads: from
+//! the same state, the same bytes up to a value start and its first byte lead to the same state
+//! there (every token before a value start ends at the `:`, `,` or `[` and whitespace before it;
+//! after a `[`, its first byte says whether a value starts at all), and the same bytes up to the
+//! end of the reference close its last level. The reference was valid, so the bytes moved past
+//! are valid, and errors are found by the plain loop where bytes differ, at the offsets it gives.
+//! References are recorded only where the loop's depth limit cannot bind (fewer than
+//! [`MAX_MARK_LEVEL`] levels, and room for the register's levels below [`MAX_SKIP_DEPTH`]).
+
+use super::{MAX_SKIP_DEPTH, REGISTER_LEVELS, Result, Scanner, Step, Track};
+
+/// Longest subtree kept as a reference.
+const MAX_REFERENCE: usize = 16 * 1024;
+/// Most value starts a reference keeps.
+const MAX_MARKS: usize = MAX_REFERENCE / 8;
+/// Value starts this deep are not recorded (a reference then is not kept): the mask of a mark
+/// holds 64 levels.
+const MAX_MARK_LEVEL: u32 = 63;
+
+/// A skipped subtree: its bytes and the skip loop's state at each of its value starts.
+#[derive(Debug)]
+pub(crate) struct Reference {
+    bytes: Box<[u8]>,
+    /// In the order of the bytes; the first is the subtree itself.
+    marks: Box<[Mark]>,
+    /// For each bucket of [`head_key`]s, one more than its first mark (0: none).
+    heads: Box<[u16]>,
+    /// For each mark, one more than the next mark of its bucket (0: none).
+    chain: Box<[u16]>,
+}
+
+/// A value start of a reference: its offset, and the loop's levels and object bits there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mark {
+    at: u32,
+    level: u32,
+    objects: u64,
+}
+
+/// The bytes at a value start and its level, as a bucket of `bits` bits: what marks are found
+/// by after the input left the one followed (a member added, an element more).
+#[inline]
+fn head_key(bytes: &[u8], level: u32, bits: u32) -> usize {
+    let mut word = [0u8; 8];
+    let n = bytes.len().min(8);
+    word[..n].copy_from_slice(&bytes[..n]);
+    let k = (u64::from_le_bytes(word) ^ u64::from(level)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (k >> (64 - bits)) as usize
+}
+
+impl Reference {
+    fn new(bytes: Box<[u8]>, marks: Box<[Mark]>) -> Self {
+        let buckets = (marks.len() * 2).next_power_of_two().max(2);
+        let bits = buckets.trailing_zeros();
+        let mut heads = vec![0u16; buckets].into_boxed_slice();
+        let mut chain = vec![0u16; marks.len()].into_boxed_slice();
+        // From the last, so that each bucket lists its marks in order.
+        for (i, m) in marks.iter().enumerate().rev() {
+            let h = head_key(&bytes[m.at as usize..], m.level, bits);
+            chain[i] = heads[h];
+            // At most `MAX_MARKS`, which `u16` holds.
+            heads[h] = (i + 1) as u16;
+        }
+        Self {
+            bytes,
+            marks,
+            heads,
+            chain,
+        }
+    }
+}
+
+/// Records the value starts of a skip.
+struct Recorder {
+    start: usize,
+    marks: Vec<Mark>,
+    /// A value start was too deep, too far or one too many: no reference.
+    refused: bool,
+}
+
+impl Track for Recorder {
+    #[inline]
+    fn value_start(&mut self, pos: usize, objects: u128, level: u32) -> Step {
+        let at = pos - self.start;
+        if self.refused {
+            return Step::Go;
+        }
+        if level >= MAX_MARK_LEVEL || at >= MAX_REFERENCE || self.marks.len() == MAX_MARKS {
+            self.refused = true;
+        } else {
+            self.marks.push(Mark {
+                at: at as u32,
+                level,
+                // Below `MAX_MARK_LEVEL`, the register's higher bits are clear.
+                objects: objects as u64,
+            });
+        }
+        Step::Go
+    }
+}
+
+/// Follows a reference through a skip: at each value start, tries the mark after the last one
+/// matched (right when values differ in length but not in shape), then the first mark not yet
+/// passed that starts with the same bytes at the same level (right when a member or an element
+/// was added or left out).
+struct Follow<'r, 'a> {
+    reference: &'r Reference,
+    input: &'a [u8],
+    /// The mark tried next.
+    next: usize,
+    /// Bytes found equal.
+    compared: usize,
+}
+
+/// Marks of a bucket looked at before a value start is scanned instead.
+const MAX_CHAIN: usize = 8;
+
+impl Track for Follow<'_, '_> {
+    #[inline]
+    fn value_start(&mut self, pos: usize, objects: u128, level: u32) -> Step {
+        if let Some(step) = self.try_mark(self.next, pos, objects, level) {
+            return step;
+        }
+        self.resync(pos, objects, level)
+    }
+}
+
+impl Follow<'_, '_> {
+    /// Looks for a mark further on that the input at `pos` starts like.
+    #[inline(never)]
+    fn resync(&mut self, pos: usize, objects: u128, level: u32) -> Step {
+        let r = self.reference;
+        let bits = r.heads.len().trailing_zeros();
+        let mut link = r.heads[head_key(&self.input[pos..], level, bits)];
+        for _ in 0..MAX_CHAIN {
+            let Some(i) = usize::from(link).checked_sub(1) else {
+                break;
+            };
+            link = r.chain[i];
+            if i > self.next
+                && let Some(step) = self.try_mark(i, pos, objects, level)
+            {
+                return step;
+            }
+        }
+        Step::Go
+    }
+
+    /// Compares the input at `pos` with the reference at mark `i`, if the loop's state there is
+    /// the mark's: where to go on from (`None` when nothing is equal).
+    #[inline]
+    fn try_mark(&mut self, i: usize, pos: usize, objects: u128, level: u32) -> Option<Step> {
+        let m = *self.reference.marks.get(i)?;
+        if m.level != level || u128::from(m.objects) != objects {
+            return None;
+        }
+        let theirs = &self.reference.bytes[m.at as usize..];
+        let ours = &self.input[pos..];
+        // Most tries fail at once: a word compare before the longer one.
+        if let (Some(a), Some(b)) = (theirs.first_chunk::<8>(), ours.first_chunk::<8>())
+            && a != b
+        {
+            return None;
+        }
+        let n = common_prefix(theirs, ours);
+        if n == 0 {
+            return None;
+        }
+        self.compared += n;
+        if n == theirs.len() {
+            return Some(Step::End(pos + n));
+        }
+        let j = self.last_mark_within(i, m.at as usize + n);
+        self.next = j + 1;
+        if j == i {
+            return Some(Step::Go);
+        }
+        let to = self.reference.marks[j];
+        let at = pos + (to.at - m.at) as usize;
+        Some(Step::Jump(at, u128::from(to.objects), to.level))
+    }
+
+    /// The last mark from `i` on before `end`. Not at `end`: whether a value starts after a `[`
+    /// depends on the byte there (`]` closes the array), so that byte must be equal too.
+    fn last_mark_within(&self, i: usize, end: usize) -> usize {
+        let after = &self.reference.marks[i + 1..];
+        // Galloping: most matches end within a few value starts.
+        let mut hi = 1;
+        while hi <= after.len() && (after[hi - 1].at as usize) < end {
+            hi *= 2;
+        }
+        let lo = hi / 2;
+        let hi = hi.min(after.len());
+        i + lo + after[lo..hi].partition_point(|m| (m.at as usize) < end)
+    }
+}
+
+/// The length of the longest common prefix of `a` and `b`, 16 bytes at a time.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let len = a.len().min(b.len());
+    let mut i = 0;
+    while let (Some(x), Some(y)) = (a[i..len].first_chunk::<16>(), b[i..len].first_chunk::<16>()) {
+        let d = u128::from_le_bytes(*x) ^ u128::from_le_bytes(*y);
+        if d != 0 {
+            return i + (d.trailing_zeros() / 8) as usize;
+        }
+        i += 16;
+    }
+    i + a[i..len]
+        .iter()
+        .zip(&b[i..len])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+impl Scanner<'_> {
+    /// True when the value at the current position (after whitespace) is a container a
+    /// reference can describe.
+    fn trackable(&mut self) -> Result<bool> {
+        Ok(matches!(self.peek()?, b'{' | b'[') && self.depth + REGISTER_LEVELS <= MAX_SKIP_DEPTH)
+    }
+
+    /// [`Scanner::skip_value`], keeping the value as a reference when it is a container small
+    /// and shallow enough.
+    pub(crate) fn skip_recording(&mut self) -> Result<((usize, usize), Option<Reference>)> {
+        if !self.trackable()? {
+            return Ok((self.skip_value()?, None));
+        }
+        let start = self.pos;
+        let mut rec = Recorder {
+            start,
+            marks: Vec::new(),
+            refused: false,
+        };
+        self.skip_loop(&mut rec)?;
+        let end = self.pos;
+        let reference = (!rec.refused && end - start <= MAX_REFERENCE)
+            .then(|| Reference::new(self.buf[start..end].into(), rec.marks.into()));
+        Ok(((start, end), reference))
+    }
+
+    /// [`Scanner::skip_value`] (same span, same errors) moving past what equals `reference` in
+    /// one step; also gives the count of bytes found equal.
+    pub(crate) fn skip_like(&mut self, reference: &Reference) -> Result<((usize, usize), usize)> {
+        if !self.trackable()? {
+            return Ok((self.skip_value()?, 0));
+        }
+        let start = self.pos;
+        let mut follow = Follow {
+            reference,
+            input: self.buf,
+            next: 0,
+            compared: 0,
+        };
+        self.skip_loop(&mut follow)?;
+        Ok(((start, self.pos), follow.compared))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `new` skipped like `reference`, and skipped plainly: the same outcome.
+    fn same_as_plain(reference: &str, new: &str) -> usize {
+        let mut sc = Scanner::new(reference.as_bytes());
+        let (_, r) = sc.skip_recording().unwrap();
+        let r = r.expect("a reference");
+        let plain = Scanner::new(new.as_bytes()).skip_value();
+        let like = Scanner::new(new.as_bytes()).skip_like(&r);
+        assert_eq!(
+            plain.as_ref().copied().map_err(|e| (e.offset, e.msg)),
+            like.as_ref().map(|x| x.0).map_err(|e| (e.offset, e.msg)),
+            "{new}"
+        );
+        like.map_or(0, |x| x.1)
+    }
+
+    #[test]
+    fn equal_subtrees_are_compared_not_scanned() {
+        let doc = r#"{"a":{"b":[1,2,{"c":"d"}],"e":true},"f":"g"}"#;
+        assert_eq!(same_as_plain(doc, doc), doc.len());
+        // Whitespace after it is not part of it.
+        assert_eq!(same_as_plain(doc, &format!("{doc}  ")), doc.len());
+    }
+
+    #[test]
+    fn differences_are_scanned_and_the_rest_followed() {
+        let reference =
+            r#"{"name":"vm-1","spec":{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x"}"#;
+        // Values longer and shorter: the rest is found equal.
+        for new in [
+            r#"{"name":"vm-10","spec":{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x"}"#,
+            r#"{"name":"v","spec":{"cpu":{"cores":2},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x"}"#,
+        ] {
+            let compared = same_as_plain(reference, new);
+            assert!(compared > new.len() * 3 / 4, "{compared} of {new}");
+        }
+        // Another shape: the same outcome.
+        for new in [
+            r#"{"name":"vm-1","x":1,"spec":{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x"}"#,
+            r#"{"name":"vm-1","spec":{"cpu":{"cores":1},"disks":[]},"tail":"x"}"#,
+            r#"{"name":["vm-1"],"spec":{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x"}"#,
+            r#"["vm-1",{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail","x"]"#,
+        ] {
+            same_as_plain(reference, new);
+        }
+    }
+
+    #[test]
+    fn errors_are_where_a_plain_skip_finds_them() {
+        let reference = r#"{"a":{"b":[1,2,{"c":"d"}],"e":true},"f":"g"}"#;
+        for new in [
+            r#"{"a":{"b":[1,2,{"c":"d"}],"e":tru},"f":"g"}"#,
+            r#"{"a":{"b":[1,2,{"c":"d"}],"e":true},"f":"g""#,
+            r#"{"a":{"b":[1,2,{"c":"d"}],"e":true},"f":"g"]"#,
+            r#"{"a":{"b":[1,2,{"c":"d"}],"e":true},"f":"g"#,
+            r#"{"a":{"b":[1,2,{"c":"d"}],"e":true},"f""#,
+            r#"{"a":{"b":[1,2,{"c":"d"}}],"e":true},"f":"g"}"#,
+            r#"{"a":{"b":[1,2,{"c":"\x"}],"e":true},"f":"g"}"#,
+            r#"{"a":{"b":[1,2,{"c":"d"}],"e":true},"f":"g"}"#,
+            r#"["a",{"b":[1,2,{"c":"d"}],"e":true},"f","g"]"#,
+        ] {
+            same_as_plain(reference, new);
+        }
+    }
+
+    #[test]
+    fn deep_or_large_subtrees_are_not_kept() {
+        let deep = format!("{}{}", "[".repeat(70), "]".repeat(70));
+        assert!(
+            Scanner::new(deep.as_bytes())
+                .skip_recording()
+                .unwrap()
+                .1
+                .is_none()
+        );
+        let large = format!("[{}1]", "1,".repeat(MAX_REFERENCE));
+        assert!(
+            Scanner::new(large.as_bytes())
+                .skip_recording()
+                .unwrap()
+                .1
+                .is_none()
+        );
+        let shallow = format!("{}{}", "[".repeat(60), "]".repeat(60));
+        let r = Scanner::new(shallow.as_bytes())
+            .skip_recording()
+            .unwrap()
+            .1
+            .unwrap();
+        // A deeper input is skipped plainly past the reference.
+        same_as_plain(&shallow, &format!("{}{}", "[".repeat(200), "]".repeat(200)));
+        assert_eq!(*r.bytes, *shallow.as_bytes());
+    }
+
+    #[test]
+    fn common_prefix_counts_equal_bytes() {
+        let a = b"0123456789abcdef0123456789abcdefXYZ";
+        for n in 0..a.len() {
+            let mut b = a.to_vec();
+            b[n] = b'!';
+            assert_eq!(common_prefix(a, &b), n);
+            assert_eq!(common_prefix(&a[..n], a), n);
+        }
+    }
+}
