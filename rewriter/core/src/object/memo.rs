@@ -9,10 +9,16 @@
 //!
 //! The last few leaves of each kind are also kept apart ([`Recent`]) and compared with the
 //! input ahead before it is scanned at all: a copy met again is neither scanned nor hashed.
+//!
+//! Subtrees no rule reaches (a VM's `spec`, managedFields' `f:spec`) are skipped like the one
+//! last skipped at the same place ([`Place`]): what equals it is compared, not scanned.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
+use crate::error::Result;
+use crate::json::Scanner;
+use crate::json::scan::Reference;
 use crate::rules::names::WordHasher;
 use crate::rules::plan::{Leaf, Which};
 
@@ -41,7 +47,30 @@ struct Tables {
     keys: [KeyMap; 2],
     recent: [Recent; SLOTS],
     bytes: usize,
+    places: Vec<Place>,
 }
+
+/// A place of the walk where subtrees are skipped (a plan node and a member name), and the
+/// subtree last recorded there.
+#[derive(Debug)]
+struct Place {
+    node: usize,
+    key: Box<[u8]>,
+    /// A skip was seen here: the first is not recorded (a lone object never needs it).
+    seen: bool,
+    /// The subtree here was too large or too deep to keep: skipped plainly.
+    plain: bool,
+    reference: Option<Reference>,
+    /// Skips in a row that found less than half of their bytes equal to the reference.
+    misses: u8,
+}
+
+/// Places remembered: the subtrees of a kind of object its rules do not reach. A reference
+/// holds at most 16 KiB and twice that in marks.
+const MAX_PLACES: usize = 16;
+
+/// Skips in a row that mostly differ from the reference before it is recorded anew.
+const MAX_MISSES: u8 = 2;
 
 /// Leaves of one slot met lately (at most [`RECENT`]), with their results.
 ///
@@ -161,6 +190,54 @@ impl Memo {
         self.tables().keys[slot].insert(raw.into(), hit);
     }
 
+    /// Skips the container at the scanner's position, the member `key` of an object walked by
+    /// plan node `node`, like the one skipped there before: its span.
+    pub(crate) fn skip_at(
+        &mut self,
+        sc: &mut Scanner<'_>,
+        node: usize,
+        key: &[u8],
+    ) -> Result<(usize, usize)> {
+        let places = &mut self.tables().places;
+        let i = match places.iter().position(|p| p.node == node && *p.key == *key) {
+            Some(i) => i,
+            None if places.len() < MAX_PLACES => {
+                places.push(Place {
+                    node,
+                    key: key.into(),
+                    seen: false,
+                    plain: false,
+                    reference: None,
+                    misses: 0,
+                });
+                places.len() - 1
+            }
+            None => return Ok(sc.skip_value()?),
+        };
+        let place = &mut places[i];
+        if place.plain || !std::mem::replace(&mut place.seen, true) {
+            return Ok(sc.skip_value()?);
+        }
+        match &place.reference {
+            Some(r) if place.misses < MAX_MISSES => {
+                let (span, equal) = sc.skip_like(r)?;
+                if equal * 2 < span.1 - span.0 {
+                    place.misses += 1;
+                } else {
+                    place.misses = 0;
+                }
+                Ok(span)
+            }
+            _ => {
+                let (span, r) = sc.skip_recording()?;
+                place.plain = r.is_none();
+                place.reference = r;
+                place.misses = 0;
+                Ok(span)
+            }
+        }
+    }
+
     /// Starts over when `add` more bytes would take the memo past its bound.
     fn make_room(&mut self, add: usize) {
         let t = self.tables();
@@ -206,6 +283,67 @@ mod tests {
             })
             .collect();
         (String::from_utf8(out).unwrap(), alone)
+    }
+
+    /// A VM with a `spec` no rule reaches, `disks` disks long, broken when `broken`.
+    fn vm_spec(name: &str, disks: usize, broken: bool) -> String {
+        let disks: Vec<String> = (0..disks)
+            .map(|i| format!(r#"{{"name":"{name}-disk-{i}","disk":{{"bus":"virtio"}},"bootOrder":{i}}}"#))
+            .collect();
+        let tail = if broken { "]" } else { "}" };
+        format!(
+            r#"{{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachine","metadata":{{"name":"{name}"}},"spec":{{"domain":{{"cpu":{{"cores":1}},"devices":{{"disks":[{}],"rng":{{}}}}}},"hostname":"{name}"{tail}}}"#,
+            disks.join(",")
+        )
+    }
+
+    #[test]
+    fn subtrees_skipped_like_the_last_give_what_a_fresh_walk_gives() {
+        let items: Vec<String> = [
+            ("a", 1),
+            ("b", 1),
+            ("cc", 2),
+            ("d", 0),
+            ("e", 3),
+            ("f", 1),
+            ("g", 1),
+        ]
+        .iter()
+        .map(|(n, d)| vm_spec(n, *d, false))
+        .collect();
+        let (out, alone) = streamed_and_alone(&items);
+        assert!(out.contains(&alone.join(",")), "{out}");
+        assert!(out.contains(r#""hostname":"e"}"#), "{out}");
+    }
+
+    #[test]
+    fn a_broken_subtree_after_like_ones_is_an_error() {
+        let rules = Rules::builtin_kubevirt();
+        let mut items: Vec<String> = ["a", "b", "c"].iter().map(|n| vm_spec(n, 2, false)).collect();
+        items.push(vm_spec("d", 2, true));
+        let body = format!(
+            r#"{{"kind":"InternalVirtualizationVirtualMachineList","items":[{}]}}"#,
+            items.join(",")
+        );
+        let mut lr = ListRewriter::new(&rules, Direction::Restore, Context::default());
+        let mut out = Vec::new();
+        let err = lr
+            .feed(body.as_bytes(), &mut out)
+            .and_then(|()| lr.finish(&mut out))
+            .expect_err("a broken item");
+        let alone = rewrite(
+            &rules,
+            Direction::Restore,
+            items[3].as_bytes(),
+            &Context::default(),
+        )
+        .expect_err("a broken item");
+        let item_at = body.find(&items[3]).unwrap();
+        assert_eq!(
+            err.offset(),
+            alone.offset().map(|o| item_at + o),
+            "{err} / {alone}"
+        );
     }
 
     #[test]

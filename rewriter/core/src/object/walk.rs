@@ -143,6 +143,11 @@ impl<'r, 'a> Walker<'r, 'a> {
             };
             match child {
                 Some(c) => self.node(c)?,
+                // Subtrees repeat from item to item of a stream: skipped like the last one here.
+                None if matches!(self.sc.peek()?, b'{' | b'[') => {
+                    self.memo
+                        .skip_at(&mut self.sc, std::ptr::from_ref(o) as usize, key)?;
+                }
                 None => {
                     self.sc.skip_value()?;
                 }
