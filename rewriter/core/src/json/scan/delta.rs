@@ -15,6 +15,7 @@
 //! References are recorded only where the loop's depth limit cannot bind (fewer than
 //! [`MAX_MARK_LEVEL`] levels, and room for the register's levels below [`MAX_SKIP_DEPTH`]).
 
+use super::classify::plain_string_end;
 use super::{MAX_SKIP_DEPTH, REGISTER_LEVELS, Result, Scanner, Step, Track};
 
 /// Longest subtree kept as a reference.
@@ -31,10 +32,12 @@ pub(crate) struct Reference {
     bytes: Box<[u8]>,
     /// In the order of the bytes; the first is the subtree itself.
     marks: Box<[Mark]>,
-    /// For each bucket of [`head_key`]s, one more than its first mark (0: none).
+    /// For each [`STRIDE`] bytes, the first mark at or after their start.
+    strides: Box<[u16]>,
+    /// The marks by [`head_key`] bucket, each bucket in order: bucket `h` is
+    /// `by_head[heads[h]..heads[h + 1]]`.
+    by_head: Box<[u16]>,
     heads: Box<[u16]>,
-    /// For each mark, one more than the next mark of its bucket (0: none).
-    chain: Box<[u16]>,
 }
 
 /// A value start of a reference: its offset, and the loop's levels and object bits there.
@@ -44,6 +47,9 @@ struct Mark {
     level: u32,
     objects: u64,
 }
+
+/// Bytes of a reference per entry of its offset index.
+const STRIDE: usize = 32;
 
 /// The bytes at a value start and its level, as a bucket of `bits` bits: what marks are found
 /// by after the input left the one followed (a member added, an element more).
@@ -58,22 +64,40 @@ fn head_key(bytes: &[u8], level: u32, bits: u32) -> usize {
 
 impl Reference {
     fn new(bytes: Box<[u8]>, marks: Box<[Mark]>) -> Self {
+        // Mark counts and indexes stay within `MAX_MARKS`, which `u16` holds.
+        let mut strides = Vec::with_capacity(bytes.len() / STRIDE + 1);
+        let mut i = 0;
+        for at in (0..bytes.len()).step_by(STRIDE) {
+            while marks.get(i).is_some_and(|m| (m.at as usize) < at) {
+                i += 1;
+            }
+            strides.push(i as u16);
+        }
         let buckets = (marks.len() * 2).next_power_of_two().max(2);
         let bits = buckets.trailing_zeros();
-        let mut heads = vec![0u16; buckets].into_boxed_slice();
-        let mut chain = vec![0u16; marks.len()].into_boxed_slice();
-        // From the last, so that each bucket lists its marks in order.
-        for (i, m) in marks.iter().enumerate().rev() {
-            let h = head_key(&bytes[m.at as usize..], m.level, bits);
-            chain[i] = heads[h];
-            // At most `MAX_MARKS`, which `u16` holds.
-            heads[h] = (i + 1) as u16;
+        let keys: Vec<usize> = marks
+            .iter()
+            .map(|m| head_key(&bytes[m.at as usize..], m.level, bits))
+            .collect();
+        let mut heads = vec![0u16; buckets + 1];
+        for &h in &keys {
+            heads[h + 1] += 1;
+        }
+        for h in 0..buckets {
+            heads[h + 1] += heads[h];
+        }
+        let mut fill = heads.clone();
+        let mut by_head = vec![0u16; marks.len()];
+        for (i, &h) in keys.iter().enumerate() {
+            by_head[usize::from(fill[h])] = i as u16;
+            fill[h] += 1;
         }
         Self {
             bytes,
             marks,
-            heads,
-            chain,
+            strides: strides.into(),
+            by_head: by_head.into(),
+            heads: heads.into(),
         }
     }
 }
@@ -108,24 +132,33 @@ impl Track for Recorder {
 }
 
 /// Follows a reference through a skip: at each value start, tries the mark after the last one
-/// matched (right when values differ in length but not in shape), then the first mark not yet
-/// passed that starts with the same bytes at the same level (right when a member or an element
-/// was added or left out).
+/// matched (right when values differ in length but not in shape), then the marks further on
+/// that start with the same bytes at the same level (right when a member or an element was
+/// added or left out). Where neither is equal, tries fewer and fewer value starts.
 struct Follow<'r, 'a> {
     reference: &'r Reference,
     input: &'a [u8],
     /// The mark tried next.
     next: usize,
+    /// Value starts left before the next try, and that count the next time a try fails.
+    wait: u32,
+    backoff: u32,
     /// Bytes found equal.
     compared: usize,
 }
 
-/// Marks of a bucket looked at before a value start is scanned instead.
-const MAX_CHAIN: usize = 8;
+/// Marks of a bucket tried at a value start.
+const MAX_TRIES: usize = 4;
+/// Most value starts passed between tries.
+const MAX_BACKOFF: u32 = 16;
 
 impl Track for Follow<'_, '_> {
     #[inline]
     fn value_start(&mut self, pos: usize, objects: u128, level: u32) -> Step {
+        if self.wait > 0 {
+            self.wait -= 1;
+            return Step::Go;
+        }
         if let Some(step) = self.try_mark(self.next, pos, objects, level) {
             return step;
         }
@@ -138,19 +171,16 @@ impl Follow<'_, '_> {
     #[inline(never)]
     fn resync(&mut self, pos: usize, objects: u128, level: u32) -> Step {
         let r = self.reference;
-        let bits = r.heads.len().trailing_zeros();
-        let mut link = r.heads[head_key(&self.input[pos..], level, bits)];
-        for _ in 0..MAX_CHAIN {
-            let Some(i) = usize::from(link).checked_sub(1) else {
-                break;
-            };
-            link = r.chain[i];
-            if i > self.next
-                && let Some(step) = self.try_mark(i, pos, objects, level)
-            {
+        let h = head_key(&self.input[pos..], level, (r.heads.len() - 1).trailing_zeros());
+        let bucket = &r.by_head[usize::from(r.heads[h])..usize::from(r.heads[h + 1])];
+        let from = bucket.partition_point(|&i| usize::from(i) <= self.next);
+        for &i in bucket[from..].iter().take(MAX_TRIES) {
+            if let Some(step) = self.try_mark(usize::from(i), pos, objects, level) {
                 return step;
             }
         }
+        self.wait = self.backoff;
+        self.backoff = (self.backoff * 2 + 1).min(MAX_BACKOFF);
         Step::Go
     }
 
@@ -175,50 +205,100 @@ impl Follow<'_, '_> {
             return None;
         }
         self.compared += n;
+        self.backoff = 0;
         if n == theirs.len() {
             return Some(Step::End(pos + n));
         }
-        let j = self.last_mark_within(i, m.at as usize + n);
+        // Input offsets less reference offsets, and the first byte that differs (reference).
+        let mut shift = pos as isize - m.at as isize;
+        let mut end = m.at as usize + n;
+        let mut j = self.last_mark_before(i, end);
+        // Strings that differ (names, uids) are passed in both, and the comparing goes on.
+        while let Some((ours_end, theirs_end)) = self.strings_at(j, shift) {
+            let n = common_prefix(&self.reference.bytes[theirs_end..], &self.input[ours_end..]);
+            self.compared += n;
+            end = theirs_end + n;
+            if end == self.reference.bytes.len() {
+                return Some(Step::End(ours_end + n));
+            }
+            let k = self.last_mark_before(j, end);
+            if k == j {
+                // No value starts between: the loop goes on from the string's start.
+                break;
+            }
+            // Past the strings, offsets are shifted by the difference of their lengths.
+            shift = ours_end as isize - theirs_end as isize;
+            j = k;
+        }
         self.next = j + 1;
-        if j == i {
+        let to = self.reference.marks[j];
+        let at = (to.at as isize + shift) as usize;
+        if at == pos {
             return Some(Step::Go);
         }
-        let to = self.reference.marks[j];
-        let at = pos + (to.at - m.at) as usize;
         Some(Step::Jump(at, u128::from(to.objects), to.level))
+    }
+
+    /// Where the strings at mark `j` end in the input and in the reference, when both are plain
+    /// (ASCII, no escapes): `shift` is input offsets less reference offsets.
+    #[inline]
+    fn strings_at(&self, j: usize, shift: isize) -> Option<(usize, usize)> {
+        let theirs = self.reference.marks[j].at as usize;
+        let ours = (theirs as isize + shift) as usize;
+        if self.reference.bytes[theirs] != b'"' {
+            return None;
+        }
+        Some((
+            plain_string_end(self.input, ours)?,
+            plain_string_end(&self.reference.bytes, theirs)?,
+        ))
     }
 
     /// The last mark from `i` on before `end`. Not at `end`: whether a value starts after a `[`
     /// depends on the byte there (`]` closes the array), so that byte must be equal too.
-    fn last_mark_within(&self, i: usize, end: usize) -> usize {
-        let after = &self.reference.marks[i + 1..];
-        // Galloping: most matches end within a few value starts.
-        let mut hi = 1;
-        while hi <= after.len() && (after[hi - 1].at as usize) < end {
-            hi *= 2;
+    #[inline]
+    fn last_mark_before(&self, i: usize, end: usize) -> usize {
+        let r = self.reference;
+        // `end` is within the bytes (they were not all equal), so its stride is indexed.
+        let mut j = usize::from(r.strides[end / STRIDE]).max(i + 1);
+        while r.marks.get(j).is_some_and(|m| (m.at as usize) < end) {
+            j += 1;
         }
-        let lo = hi / 2;
-        let hi = hi.min(after.len());
-        i + lo + after[lo..hi].partition_point(|m| (m.at as usize) < end)
+        j - 1
     }
 }
 
 /// The length of the longest common prefix of `a` and `b`, 16 bytes at a time.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let len = a.len().min(b.len());
-    let mut i = 0;
-    while let (Some(x), Some(y)) = (a[i..len].first_chunk::<16>(), b[i..len].first_chunk::<16>()) {
-        let d = u128::from_le_bytes(*x) ^ u128::from_le_bytes(*y);
-        if d != 0 {
-            return i + (d.trailing_zeros() / 8) as usize;
+    let (a, b) = (&a[..len], &b[..len]);
+    let mut done = 0;
+    for (x, y) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
+        let x = u128::from_le_bytes(x.try_into().expect("16 bytes"));
+        let y = u128::from_le_bytes(y.try_into().expect("16 bytes"));
+        if x != y {
+            return done + ((x ^ y).trailing_zeros() / 8) as usize;
         }
-        i += 16;
+        done += 16;
     }
-    i + a[i..len]
+    done + a[done..]
         .iter()
-        .zip(&b[i..len])
+        .zip(&b[done..])
         .take_while(|(x, y)| x == y)
         .count()
+}
+
+#[cfg(test)]
+#[test]
+fn common_prefix_finds_the_first_difference() {
+    let a: Vec<u8> = (0..100u8).collect();
+    for at in 0..100 {
+        let mut b = a.clone();
+        b[at] ^= 1;
+        assert_eq!(common_prefix(&a, &b), at);
+        assert_eq!(common_prefix(&a[..at], &b), at);
+    }
+    assert_eq!(common_prefix(&a, &a), 100);
 }
 
 impl Scanner<'_> {
@@ -258,6 +338,8 @@ impl Scanner<'_> {
             reference,
             input: self.buf,
             next: 0,
+            wait: 0,
+            backoff: 0,
             compared: 0,
         };
         self.skip_loop(&mut follow)?;
@@ -300,6 +382,7 @@ mod tests {
         for new in [
             r#"{"name":"vm-10","spec":{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x"}"#,
             r#"{"name":"v","spec":{"cpu":{"cores":2},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x"}"#,
+            r#"{"name":"vm-22","spec":{"cpu":{"cores":1},"disks":[{"name":"bb","size":"10Gi"}]},"tail":"x"}"#,
         ] {
             let compared = same_as_plain(reference, new);
             assert!(compared > new.len() * 3 / 4, "{compared} of {new}");
@@ -310,6 +393,10 @@ mod tests {
             r#"{"name":"vm-1","spec":{"cpu":{"cores":1},"disks":[]},"tail":"x"}"#,
             r#"{"name":["vm-1"],"spec":{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x"}"#,
             r#"["vm-1",{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail","x"]"#,
+            // A string that differs, then a key: the loop goes on from the string.
+            r#"{"name":"vm-22","spek":{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x"}"#,
+            r#"{"name":"vm-2","spec":{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]},"tail":"x""#,
+            r#"{"name":"vm-2\u0041","spec":{"cpu":{"cores":1},"disks":[{"name":"a","size":"10Gi"}]}}"#,
         ] {
             same_as_plain(reference, new);
         }
