@@ -22,6 +22,8 @@ use super::{MAX_SKIP_DEPTH, REGISTER_LEVELS, Result, Scanner, Step, Track};
 const MAX_REFERENCE: usize = 16 * 1024;
 /// Most value starts a reference keeps.
 const MAX_MARKS: usize = MAX_REFERENCE / 8;
+/// Most strings a reference keeps (further ones are not passed when they differ).
+const MAX_STRINGS: usize = 4096;
 /// Value starts this deep are not recorded (a reference then is not kept): the mask of a mark
 /// holds 64 levels.
 const MAX_MARK_LEVEL: u32 = 63;
@@ -34,6 +36,10 @@ pub(crate) struct Reference {
     marks: Box<[Mark]>,
     /// For each [`STRIDE`] bytes, the first mark at or after their start.
     strides: Box<[u16]>,
+    /// Strings (keys and values): opening quote, one past the closing one; in order.
+    strings: Box<[(u32, u32)]>,
+    /// For each [`STRIDE`] bytes, the first string opening at or after their start.
+    string_strides: Box<[u16]>,
     /// The marks by [`head_key`] bucket, each bucket in order: bucket `h` is
     /// `by_head[heads[h]..heads[h + 1]]`.
     by_head: Box<[u16]>,
@@ -63,16 +69,10 @@ fn head_key(bytes: &[u8], level: u32, bits: u32) -> usize {
 }
 
 impl Reference {
-    fn new(bytes: Box<[u8]>, marks: Box<[Mark]>) -> Self {
-        // Mark counts and indexes stay within `MAX_MARKS`, which `u16` holds.
-        let mut strides = Vec::with_capacity(bytes.len() / STRIDE + 1);
-        let mut i = 0;
-        for at in (0..bytes.len()).step_by(STRIDE) {
-            while marks.get(i).is_some_and(|m| (m.at as usize) < at) {
-                i += 1;
-            }
-            strides.push(i as u16);
-        }
+    fn new(bytes: Box<[u8]>, marks: Box<[Mark]>, strings: Box<[(u32, u32)]>) -> Self {
+        // Counts and indexes stay within `MAX_MARKS` and `MAX_STRINGS`, which `u16` holds.
+        let strides = stride_index(bytes.len(), marks.iter().map(|m| m.at));
+        let string_strides = stride_index(bytes.len(), strings.iter().map(|s| s.0));
         let buckets = (marks.len() * 2).next_power_of_two().max(2);
         let bits = buckets.trailing_zeros();
         let keys: Vec<usize> = marks
@@ -95,17 +95,37 @@ impl Reference {
         Self {
             bytes,
             marks,
-            strides: strides.into(),
+            strides,
+            strings,
+            string_strides,
             by_head: by_head.into(),
             heads: heads.into(),
         }
     }
 }
 
+/// For each [`STRIDE`] bytes of `len`, the index of the first of `offsets` (ascending) at or
+/// after their start.
+fn stride_index(len: usize, offsets: impl Iterator<Item = u32>) -> Box<[u16]> {
+    let mut offsets = offsets.peekable();
+    let mut i = 0u16;
+    (0..len)
+        .step_by(STRIDE)
+        .map(|at| {
+            while offsets.next_if(|&o| (o as usize) < at).is_some() {
+                i += 1;
+            }
+            i
+        })
+        .collect()
+}
+
 /// Records the value starts of a skip.
 struct Recorder {
     start: usize,
     marks: Vec<Mark>,
+    /// Strings, up to [`MAX_STRINGS`].
+    strings: Vec<(u32, u32)>,
     /// A value start was too deep, too far or one too many: no reference.
     refused: bool,
 }
@@ -128,6 +148,14 @@ impl Track for Recorder {
             });
         }
         Step::Go
+    }
+
+    #[inline]
+    fn string(&mut self, start: usize, end: usize) {
+        let (start, end) = (start - self.start, end - self.start);
+        if end <= MAX_REFERENCE && self.strings.len() < MAX_STRINGS {
+            self.strings.push((start as u32, end as u32));
+        }
     }
 }
 
@@ -212,46 +240,57 @@ impl Follow<'_, '_> {
         // Input offsets less reference offsets, and the first byte that differs (reference).
         let mut shift = pos as isize - m.at as isize;
         let mut end = m.at as usize + n;
+        // The last value start found equal, and the shift there.
         let mut j = self.last_mark_before(i, end);
-        // Strings that differ (names, uids) are passed in both, and the comparing goes on.
-        while let Some((ours_end, theirs_end)) = self.strings_at(j, shift) {
+        let mut j_shift = shift;
+        // A string that differs (a name, a uid, a key holding one) is passed in both, and
+        // comparing goes on after it.
+        while let Some((theirs_end, ours_end)) = self.string_around(end, shift) {
             let n = common_prefix(&self.reference.bytes[theirs_end..], &self.input[ours_end..]);
             self.compared += n;
+            shift = ours_end as isize - theirs_end as isize;
             end = theirs_end + n;
             if end == self.reference.bytes.len() {
                 return Some(Step::End(ours_end + n));
             }
+            // Value starts after `j` are past the string (none is inside one).
             let k = self.last_mark_before(j, end);
-            if k == j {
-                // No value starts between: the loop goes on from the string's start.
-                break;
+            if k != j {
+                (j, j_shift) = (k, shift);
             }
-            // Past the strings, offsets are shifted by the difference of their lengths.
-            shift = ours_end as isize - theirs_end as isize;
-            j = k;
         }
         self.next = j + 1;
         let to = self.reference.marks[j];
-        let at = (to.at as isize + shift) as usize;
+        let at = (to.at as isize + j_shift) as usize;
         if at == pos {
             return Some(Step::Go);
         }
         Some(Step::Jump(at, u128::from(to.objects), to.level))
     }
 
-    /// Where the strings at mark `j` end in the input and in the reference, when both are plain
-    /// (ASCII, no escapes): `shift` is input offsets less reference offsets.
+    /// Where the string of the reference that holds offset `end` ends, and where the one at the
+    /// same place of the input ends, if valid (`shift`: input offsets less reference offsets,
+    /// equal up to `end`). An invalid one is left to the loop, which finds the same error.
     #[inline]
-    fn strings_at(&self, j: usize, shift: isize) -> Option<(usize, usize)> {
-        let theirs = self.reference.marks[j].at as usize;
-        let ours = (theirs as isize + shift) as usize;
-        if self.reference.bytes[theirs] != b'"' {
+    fn string_around(&self, end: usize, shift: isize) -> Option<(usize, usize)> {
+        let r = self.reference;
+        let mut k = usize::from(*r.string_strides.get(end / STRIDE)?);
+        while r.strings.get(k).is_some_and(|s| (s.0 as usize) < end) {
+            k += 1;
+        }
+        let (open, close) = *r.strings.get(k.checked_sub(1)?)?;
+        if end >= close as usize {
             return None;
         }
-        Some((
-            plain_string_end(self.input, ours)?,
-            plain_string_end(&self.reference.bytes, theirs)?,
-        ))
+        // It opens within what was found equal.
+        let ours = (open as isize + shift) as usize;
+        debug_assert_eq!(self.input.get(ours), Some(&b'"'));
+        let ours_end = plain_string_end(self.input, ours).or_else(|| {
+            let mut sc = Scanner::new(self.input);
+            sc.pos = ours;
+            sc.skip_string().ok().map(|_| sc.pos)
+        })?;
+        Some((close as usize, ours_end))
     }
 
     /// The last mark from `i` on before `end`. Not at `end`: whether a value starts after a `[`
@@ -288,19 +327,6 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
         .count()
 }
 
-#[cfg(test)]
-#[test]
-fn common_prefix_finds_the_first_difference() {
-    let a: Vec<u8> = (0..100u8).collect();
-    for at in 0..100 {
-        let mut b = a.clone();
-        b[at] ^= 1;
-        assert_eq!(common_prefix(&a, &b), at);
-        assert_eq!(common_prefix(&a[..at], &b), at);
-    }
-    assert_eq!(common_prefix(&a, &a), 100);
-}
-
 impl Scanner<'_> {
     /// True when the value at the current position (after whitespace) is a container a
     /// reference can describe.
@@ -318,12 +344,13 @@ impl Scanner<'_> {
         let mut rec = Recorder {
             start,
             marks: Vec::new(),
+            strings: Vec::new(),
             refused: false,
         };
         self.skip_loop(&mut rec)?;
         let end = self.pos;
         let reference = (!rec.refused && end - start <= MAX_REFERENCE)
-            .then(|| Reference::new(self.buf[start..end].into(), rec.marks.into()));
+            .then(|| Reference::new(self.buf[start..end].into(), rec.marks.into(), rec.strings.into()));
         Ok(((start, end), reference))
     }
 

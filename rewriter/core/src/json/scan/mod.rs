@@ -497,11 +497,16 @@ impl<'a> Scanner<'a> {
         macro_rules! string {
             () => {{
                 match plain_string_end(buf, pos) {
-                    Some(end) => pos = end,
+                    Some(end) => {
+                        track.string(pos, end);
+                        pos = end;
+                    }
                     None => {
+                        let start = pos;
                         self.pos = pos;
                         self.skip_string()?;
                         pos = self.pos;
+                        track.string(start, pos);
                     }
                 }
             }};
@@ -731,6 +736,10 @@ impl<'a> Scanner<'a> {
 pub(crate) trait Track {
     /// What the loop does next.
     fn value_start(&mut self, pos: usize, objects: u128, level: u32) -> Step;
+
+    /// A string (key or value), from its opening quote to one past its closing one.
+    #[inline(always)]
+    fn string(&mut self, _start: usize, _end: usize) {}
 }
 
 /// What a skip loop does after a value start.
