@@ -15,6 +15,8 @@
 //! References are recorded only where the loop's depth limit cannot bind (fewer than
 //! [`MAX_MARK_LEVEL`] levels, and room for the register's levels below [`MAX_SKIP_DEPTH`]).
 
+use wide::u8x16;
+
 use super::classify::plain_string_end;
 use super::{MAX_SKIP_DEPTH, REGISTER_LEVELS, Result, Scanner, Step, Track};
 
@@ -307,16 +309,18 @@ impl Follow<'_, '_> {
     }
 }
 
-/// The length of the longest common prefix of `a` and `b`, 16 bytes at a time.
+/// The length of the longest common prefix of `a` and `b`, 16 bytes (one vector compare) at a
+/// time.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let len = a.len().min(b.len());
     let (a, b) = (&a[..len], &b[..len]);
     let mut done = 0;
     for (x, y) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
-        let x = u128::from_le_bytes(x.try_into().expect("16 bytes"));
-        let y = u128::from_le_bytes(y.try_into().expect("16 bytes"));
-        if x != y {
-            return done + ((x ^ y).trailing_zeros() / 8) as usize;
+        let x = u8x16::new(x.try_into().expect("16 bytes"));
+        let y = u8x16::new(y.try_into().expect("16 bytes"));
+        let differ = !x.cmp_eq(y).move_mask() & 0xffff;
+        if differ != 0 {
+            return done + differ.trailing_zeros() as usize;
         }
         done += 16;
     }
