@@ -45,6 +45,7 @@ pub(crate) struct Memo(Option<Box<Tables>>);
 struct Tables {
     maps: [Map; SLOTS],
     keys: [KeyMap; 2],
+    cursors: [KeyCursor; 2],
     recent: [Recent; SLOTS],
     bytes: usize,
     places: Vec<Place>,
@@ -92,13 +93,27 @@ const RECENT: usize = 8;
 const SLOTS: usize = 6;
 
 /// What a label or annotation key (one no `name=value` rule names) becomes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct KeyHit {
     /// The final name.
     pub(crate) name: Box<str>,
     /// The key's replacement (a JSON string, quotes included), if it changes.
     pub(crate) edit: Option<Box<[u8]>>,
 }
+
+/// The keys of the last map of a kind, in order, with what they became: the map of the next
+/// item (the same label keys, other values) is matched key by key, without hashing, and when
+/// every key is the one expected its names collide as they did before.
+#[derive(Debug, Default)]
+struct KeyCursor {
+    keys: Vec<(Box<[u8]>, Option<KeyHit>)>,
+    /// Whether renamed names of exactly `keys` collide, once found out.
+    collides: Option<bool>,
+}
+
+/// Keys a cursor follows, and the longest it keeps (label keys are at most 317 bytes).
+const CURSOR_KEYS: usize = 32;
+const CURSOR_KEY_BYTES: usize = 320;
 
 /// The key memo of a map kind.
 fn key_slot(w: Which) -> Option<usize> {
@@ -178,6 +193,58 @@ impl Memo {
     #[inline]
     pub(crate) fn key(&self, w: Which, raw: &[u8]) -> Option<&KeyHit> {
         self.0.as_ref()?.keys[key_slot(w)?].get(raw)
+    }
+
+    /// What key `i` of a `w` map becomes, if it is `raw` as in the last map of that kind:
+    /// `Some(None)` for a key not remembered (its value matters, or it is a directive).
+    #[inline]
+    pub(crate) fn expected_key(&self, w: Which, i: usize, raw: &[u8]) -> Option<Option<&KeyHit>> {
+        let (k, hit) = self.0.as_ref()?.cursors[key_slot(w)?].keys.get(i)?;
+        (**k == *raw).then_some(hit.as_ref())
+    }
+
+    /// Makes the raw key `raw` key `i` of the `w` cursor, with what it becomes if remembered;
+    /// the cursor then ends there (nothing when it holds fewer than `i` keys: an earlier key
+    /// could not be followed).
+    pub(crate) fn follow_key(&mut self, w: Which, i: usize, raw: &[u8]) {
+        let Some(slot) = key_slot(w) else { return };
+        let t = self.tables();
+        let c = &mut t.cursors[slot];
+        if c.keys.len() < i {
+            return;
+        }
+        c.keys.truncate(i);
+        c.collides = None;
+        if i < CURSOR_KEYS && raw.len() <= CURSOR_KEY_BYTES {
+            c.keys.push((raw.into(), t.keys[slot].get(raw).cloned()));
+        }
+    }
+
+    /// Ends the `w` cursor after `n` keys (where a map ended, or before a key not remembered).
+    pub(crate) fn end_keys(&mut self, w: Which, n: usize) {
+        let Some(slot) = key_slot(w) else { return };
+        let Some(t) = self.0.as_mut() else { return };
+        let c = &mut t.cursors[slot];
+        if c.keys.len() > n {
+            c.keys.truncate(n);
+            c.collides = None;
+        }
+    }
+
+    /// Whether the renamed keys of the `w` cursor collide, if found out and if it holds `n`.
+    pub(crate) fn collisions(&self, w: Which, n: usize) -> Option<bool> {
+        let c = &self.0.as_ref()?.cursors[key_slot(w)?];
+        (c.keys.len() == n).then_some(c.collides).flatten()
+    }
+
+    /// Notes whether the renamed keys of the `w` cursor collide, if it holds `n`.
+    pub(crate) fn note_collisions(&mut self, w: Which, n: usize, collides: bool) {
+        let Some(slot) = key_slot(w) else { return };
+        let Some(t) = self.0.as_mut() else { return };
+        let c = &mut t.cursors[slot];
+        if c.keys.len() == n {
+            c.collides = Some(collides);
+        }
     }
 
     /// Remembers what the raw key `raw` of a `w` map becomes.

@@ -353,11 +353,26 @@ impl<'r, 'a> Walker<'r, 'a> {
         names.clear();
         entries.clear();
         let mut changed = false;
+        // Every key so far is the one at the same index of the last map of this kind.
+        let mut expected = true;
         while let Some(raw) = self.sc.next_key_raw(&mut first)? {
-            // A key seen before in this stream: its rename is remembered by its bytes.
-            if !raw.escaped
-                && let Some(hit) = self.memo.key(w, raw.raw)
-            {
+            let i = entries.len();
+            // A key seen before in this stream: its rename is remembered by its bytes, and
+            // found without hashing when it is the key the last such map had here.
+            let hit = if raw.escaped {
+                self.memo.end_keys(w, i);
+                None
+            } else {
+                match self.memo.expected_key(w, i, raw.raw) {
+                    Some(hit) => hit,
+                    None => {
+                        expected = false;
+                        self.memo.follow_key(w, i, raw.raw);
+                        self.memo.key(w, raw.raw)
+                    }
+                }
+            };
+            if let Some(hit) = hit {
                 let from = names.len();
                 names.push_str(&hit.name);
                 if let Some(e) = &hit.edit {
@@ -372,6 +387,9 @@ impl<'r, 'a> Walker<'r, 'a> {
                 });
                 continue;
             }
+            // Not remembered yet, or never (escaped, a directive, a `name=value` rule's key,
+            // whose name may depend on its value).
+            expected = false;
             let key = self.sc.decode(&raw)?;
             let from = names.len();
             if key.text.starts_with('$') {
@@ -407,6 +425,7 @@ impl<'r, 'a> Walker<'r, 'a> {
                             edit: None,
                         };
                         self.memo.insert_key(w, raw.raw, hit);
+                        self.memo.follow_key(w, i, raw.raw);
                     }
                 }
                 Some((p, nv)) => {
@@ -429,6 +448,7 @@ impl<'r, 'a> Walker<'r, 'a> {
                             edit: edit.map(Vec::into_boxed_slice),
                         };
                         self.memo.insert_key(w, raw.raw, hit);
+                        self.memo.follow_key(w, i, raw.raw);
                     }
                     if let (Some(v), Some(nv)) = (&vstr, nv)
                         && nv != v.text
@@ -448,23 +468,28 @@ impl<'r, 'a> Walker<'r, 'a> {
                 new_value,
             });
         }
+        let n = entries.len();
+        self.memo.end_keys(w, n);
         if changed {
-            self.resolve_collisions(&names, &entries, start, mark);
+            // The same keys as the last map: their names collide as they did then.
+            let known = expected.then(|| self.memo.collisions(w, n)).flatten();
+            let collides = known.unwrap_or_else(|| collides(&names, &entries));
+            if known.is_none() {
+                self.memo.note_collisions(w, n, collides);
+            }
+            if collides {
+                self.resolve_collisions(&names, &entries, start, mark);
+            }
         }
         self.scratch = Scratch { names, entries };
         Ok(())
     }
 
-    /// After a map's names changed: if two entries now have the same name, the map is written
+    /// After a map's names changed and two entries now have the same name: the map is written
     /// anew with the later entry winning.
     fn resolve_collisions(&mut self, names: &str, entries: &[MapEntry], start: usize, mark: usize) {
-        // Maps are small: a quadratic check beats hashing here.
         let name = |e: &MapEntry| &names[e.name.clone()];
-        let collides = entries
-            .iter()
-            .enumerate()
-            .any(|(i, e)| entries[..i].iter().any(|o| name(o) == name(e)));
-        if collides {
+        {
             let end = self.sc.pos();
             self.edits.truncate(mark);
             let input = self.sc.input();
@@ -628,6 +653,16 @@ struct MapEntry {
     name: Range<usize>,
     span: (usize, usize),
     new_value: Option<Range<usize>>,
+}
+
+/// True when two entries of a map have the same name. Maps are small: a quadratic check beats
+/// hashing here.
+fn collides(names: &str, entries: &[MapEntry]) -> bool {
+    let name = |e: &MapEntry| &names[e.name.clone()];
+    entries
+        .iter()
+        .enumerate()
+        .any(|(i, e)| entries[..i].iter().any(|o| name(o) == name(e)))
 }
 
 /// The directive's field: `$setElementOrder/finalizers` → `finalizers`.
