@@ -49,6 +49,25 @@ struct Tables {
     recent: [Recent; SLOTS],
     bytes: usize,
     places: Vec<Place>,
+    gvks: Vec<GvkHit>,
+    /// The entry of `gvks` replaced next once it is full.
+    gvk_next: usize,
+}
+
+/// `apiVersion`/`kind` pairs remembered (an item's own, its owners'), and the longest string
+/// of one.
+const GVKS: usize = 8;
+const MAX_GVK: usize = 256;
+
+/// An `apiVersion`/`kind` pair restored: its bytes (quotes included; no kind: empty), the
+/// request's group it was restored for, and its new bytes (`None`: unchanged).
+#[derive(Debug)]
+struct GvkHit {
+    version: Box<[u8]>,
+    kind: Box<[u8]>,
+    hint: Option<Box<str>>,
+    new_version: Option<Box<[u8]>>,
+    new_kind: Option<Box<[u8]>>,
 }
 
 /// A place of the walk where subtrees are skipped (a plan node and a member name), and the
@@ -244,6 +263,51 @@ impl Memo {
         let c = &mut t.cursors[slot];
         if c.keys.len() == n {
             c.collides = Some(collides);
+        }
+    }
+
+    /// The new bytes of an `apiVersion`/`kind` pair restored for the request's group `hint`
+    /// (strings with their quotes; no kind: empty), if remembered: `None` for what stays.
+    #[inline]
+    pub(crate) fn gvk(
+        &self,
+        version: &[u8],
+        kind: &[u8],
+        hint: Option<&str>,
+    ) -> Option<(Option<&[u8]>, Option<&[u8]>)> {
+        self.0
+            .as_ref()?
+            .gvks
+            .iter()
+            .find(|g| *g.version == *version && *g.kind == *kind && g.hint.as_deref() == hint)
+            .map(|g| (g.new_version.as_deref(), g.new_kind.as_deref()))
+    }
+
+    /// Remembers the new bytes of an `apiVersion`/`kind` pair (see [`Memo::gvk`]).
+    pub(crate) fn note_gvk(
+        &mut self,
+        version: &[u8],
+        kind: &[u8],
+        hint: Option<&str>,
+        new_version: Option<Vec<u8>>,
+        new_kind: Option<Vec<u8>>,
+    ) {
+        if version.len() > MAX_GVK || kind.len() > MAX_GVK {
+            return;
+        }
+        let hit = GvkHit {
+            version: version.into(),
+            kind: kind.into(),
+            hint: hint.map(Into::into),
+            new_version: new_version.map(Vec::into_boxed_slice),
+            new_kind: new_kind.map(Vec::into_boxed_slice),
+        };
+        let t = self.tables();
+        if t.gvks.len() < GVKS {
+            t.gvks.push(hit);
+        } else {
+            t.gvks[t.gvk_next] = hit;
+            t.gvk_next = (t.gvk_next + 1) % GVKS;
         }
     }
 

@@ -184,22 +184,42 @@ impl<'r, 'a> Walker<'r, 'a> {
     }
 
     /// [`Walker::gvk`] for a restore of `apiVersion`/`kind`, written as pieces.
+    /// The pair's new bytes are remembered by its bytes: an object's references repeat from
+    /// item to item.
     fn restore_gvk(&mut self, version: Option<Str<'a>>, kind: Option<Str<'a>>) {
         let Some(v) = version else { return };
+        let input = self.sc.input();
+        let raw = |s: &Str<'_>| &input[s.start..s.end];
+        let kind_raw = kind.as_ref().map_or(&b""[..], raw);
+        if let Some((new_v, new_k)) = self.memo.gvk(raw(&v), kind_raw, self.group_hint) {
+            if let Some(n) = new_v {
+                self.edits.replace_slice(v.start, v.end, n);
+            }
+            if let (Some(s), Some(n)) = (&kind, new_k) {
+                self.edits.replace_slice(s.start, s.end, n);
+            }
+            return;
+        }
         let (group, ver) = v.text.split_once('/').unwrap_or(("", &v.text));
         let k = kind.as_ref().map(|k| k.text.as_ref());
-        let Some((grp, new_kind)) = restore_group_kind(self.rules, group, k, self.group_hint) else {
-            return;
-        };
-        let parts = [grp.original.as_str(), "/", grp.restore_version(ver)];
-        if !Pieces(parts).eq_str(&v.text) {
-            self.edits.replace_quoted_parts(v.start, v.end, &parts);
+        let (mut new_v, mut new_k) = (None, None);
+        if let Some((grp, new_kind)) = restore_group_kind(self.rules, group, k, self.group_hint) {
+            let parts = [grp.original.as_str(), "/", grp.restore_version(ver)];
+            if !Pieces(parts).eq_str(&v.text) {
+                let mark = self.edits.len();
+                self.edits.replace_quoted_parts(v.start, v.end, &parts);
+                new_v = self.edits.render_since(mark, input, v.start, v.end);
+            }
+            if let (Some(s), Some(n)) = (&kind, new_kind)
+                && n != s.text
+            {
+                let mark = self.edits.len();
+                self.edits.replace_quoted(s.start, s.end, n);
+                new_k = self.edits.render_since(mark, input, s.start, s.end);
+            }
         }
-        if let (Some(s), Some(n)) = (&kind, new_kind)
-            && n != s.text
-        {
-            self.edits.replace_quoted(s.start, s.end, n);
-        }
+        self.memo
+            .note_gvk(raw(&v), kind_raw, self.group_hint, new_v, new_k);
     }
 
     fn names(&self, w: Which) -> &'r crate::rules::NameRules {
