@@ -472,16 +472,40 @@ fn json_patch_kind_value_is_renamed() {
 
 /// Items of a LIST that repeat each other's label and annotation keys (what the stream's memo
 /// follows from item to item) come out as each item rewritten alone: renamed keys that now
-/// collide, the same keys again with other values, the keys in another order, fewer, more.
+/// collide, the same keys again with other values, the keys in another order, fewer, more;
+/// owners' apiVersion/kind pairs met before.
 #[test]
 fn list_items_with_repeated_keys_rewrite_as_alone() {
     let internal = "kubevirt.internal.virtualization.deckhouse.io";
-    let item = |labels: &[(&str, &str)]| {
+    // Owners of several kinds, in turn: their apiVersion/kind pairs repeat too.
+    let owners = [
+        (
+            "internal.virtualization.deckhouse.io/v1",
+            "InternalVirtualizationVirtualMachine",
+        ),
+        (
+            "internal.virtualization.deckhouse.io/v1",
+            "InternalVirtualizationVirtualMachineInstance",
+        ),
+        (
+            "internal.virtualization.deckhouse.io/v1alpha1",
+            "InternalVirtualizationVirtualMachine",
+        ),
+        ("virtualization.deckhouse.io/v1alpha2", "VirtualMachine"),
+        ("v1", "Pod"),
+    ];
+    let mut n = 0;
+    let mut item = |labels: &[(&str, &str)]| {
         let labels: Map<String, Value> = labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        let (av, kind) = owners[n % owners.len()];
+        n += 1;
         json!({
             "apiVersion": "internal.virtualization.deckhouse.io/v1",
             "kind": "InternalVirtualizationVirtualMachine",
-            "metadata": {"name": "vm", "labels": labels, "annotations": labels},
+            "metadata": {
+                "name": "vm", "labels": labels, "annotations": labels,
+                "ownerReferences": [{"apiVersion": av, "kind": kind, "name": "o"}, {"apiVersion": av, "name": "o"}],
+            },
         })
     };
     let a = format!("{internal}/a");
