@@ -6,4 +6,4 @@ pub(crate) mod frame;
 pub(crate) mod scan;
 
 pub(crate) use edit::Edits;
-pub(crate) use scan::{Scanner, Str};
+pub(crate) use scan::{RawStr, Scanner, Str};

@@ -9,7 +9,7 @@ use super::memo::{self, KeyHit, Memo};
 use crate::Direction;
 use crate::error::Result;
 use crate::json::escape::{needs_escape, quote, write_str};
-use crate::json::{Edits, Scanner, Str};
+use crate::json::{Edits, RawStr, Scanner, Str};
 use crate::rules::Rules;
 use crate::rules::gvk::{
     policy_rule, resource_attributes, restore_group_kind, rewrite_group, rewrite_group_kind, rewrite_gvk,
@@ -107,8 +107,9 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         self.sc.begin_object()?;
         let mut first = true;
-        let mut version: Option<Str<'a>> = None;
-        let mut kind: Option<Str<'a>> = None;
+        // Read raw: decoded only when the pair is not remembered.
+        let mut version: Option<RawStr<'a>> = None;
+        let mut kind: Option<RawStr<'a>> = None;
         while let Some(raw) = self.sc.next_key_raw(&mut first)? {
             // Keys are compared as bytes; only escaped ones (rare) are decoded.
             let decoded;
@@ -124,11 +125,11 @@ impl<'r, 'a> Walker<'r, 'a> {
                     Gvk::ApiGroupKind => key == b"apiGroup",
                 };
                 if is_version {
-                    version = self.sc.string_or_skip()?;
+                    version = self.sc.raw_string_or_skip()?;
                     continue;
                 }
                 if key == b"kind" {
-                    kind = self.sc.string_or_skip()?;
+                    kind = self.sc.raw_string_or_skip()?;
                     continue;
                 }
             }
@@ -154,26 +155,23 @@ impl<'r, 'a> Walker<'r, 'a> {
             }
         }
         if let Some(g) = o.gvk {
-            self.gvk(g, version, kind);
+            self.gvk(g, version, kind)?;
         }
         Ok(())
     }
 
     /// Rewrites an `apiVersion`/`kind` (or `apiGroup`/`kind`) pair.
-    fn gvk(&mut self, g: Gvk, version: Option<Str<'a>>, kind: Option<Str<'a>>) {
+    fn gvk(&mut self, g: Gvk, version: Option<RawStr<'a>>, kind: Option<RawStr<'a>>) -> Result<()> {
         if g == Gvk::ApiVersionKind && self.restore() {
             return self.restore_gvk(version, kind);
         }
+        let version = version.map(|v| self.sc.decode(&v)).transpose()?;
+        let kind = kind.map(|k| self.sc.decode(&k)).transpose()?;
         let k = kind.as_ref().map(|k| k.text.as_ref());
+        let v = version.as_ref().map(|v| v.text.as_ref());
         let (new_v, new_k) = match g {
-            Gvk::ApiVersionKind => {
-                let v = version.as_ref().map(|v| v.text.as_ref());
-                rewrite_gvk(self.rules, self.dir, v, k, self.group_hint)
-            }
-            Gvk::ApiGroupKind => {
-                let v = version.as_ref().map(|v| v.text.as_ref());
-                rewrite_group_kind(self.rules, self.dir, v, k, self.group_hint)
-            }
+            Gvk::ApiVersionKind => rewrite_gvk(self.rules, self.dir, v, k, self.group_hint),
+            Gvk::ApiGroupKind => rewrite_group_kind(self.rules, self.dir, v, k, self.group_hint),
         };
         if let (Some(s), Some(n)) = (version, new_v) {
             self.edits.replace_quoted(s.start, s.end, &n);
@@ -181,15 +179,15 @@ impl<'r, 'a> Walker<'r, 'a> {
         if let (Some(s), Some(n)) = (kind, new_k) {
             self.edits.replace_quoted(s.start, s.end, &n);
         }
+        Ok(())
     }
 
-    /// [`Walker::gvk`] for a restore of `apiVersion`/`kind`, written as pieces.
-    /// The pair's new bytes are remembered by its bytes: an object's references repeat from
-    /// item to item.
-    fn restore_gvk(&mut self, version: Option<Str<'a>>, kind: Option<Str<'a>>) {
-        let Some(v) = version else { return };
+    /// [`Walker::gvk`] for a restore of `apiVersion`/`kind`, written as pieces. The pair's new
+    /// bytes are remembered by its bytes: an object's references repeat from item to item.
+    fn restore_gvk(&mut self, version: Option<RawStr<'a>>, kind: Option<RawStr<'a>>) -> Result<()> {
+        let Some(v) = version else { return Ok(()) };
         let input = self.sc.input();
-        let raw = |s: &Str<'_>| &input[s.start..s.end];
+        let raw = |s: &RawStr<'_>| &input[s.start..s.end];
         let kind_raw = kind.as_ref().map_or(&b""[..], raw);
         if let Some((new_v, new_k)) = self.memo.gvk(raw(&v), kind_raw, self.group_hint) {
             if let Some(n) = new_v {
@@ -198,8 +196,11 @@ impl<'r, 'a> Walker<'r, 'a> {
             if let (Some(s), Some(n)) = (&kind, new_k) {
                 self.edits.replace_slice(s.start, s.end, n);
             }
-            return;
+            return Ok(());
         }
+        let version_raw = raw(&v);
+        let v = self.sc.decode(&v)?;
+        let kind = kind.map(|k| self.sc.decode(&k)).transpose()?;
         let (group, ver) = v.text.split_once('/').unwrap_or(("", &v.text));
         let k = kind.as_ref().map(|k| k.text.as_ref());
         let (mut new_v, mut new_k) = (None, None);
@@ -219,7 +220,8 @@ impl<'r, 'a> Walker<'r, 'a> {
             }
         }
         self.memo
-            .note_gvk(raw(&v), kind_raw, self.group_hint, new_v, new_k);
+            .note_gvk(version_raw, kind_raw, self.group_hint, new_v, new_k);
+        Ok(())
     }
 
     fn names(&self, w: Which) -> &'r crate::rules::NameRules {

@@ -312,6 +312,23 @@ impl<'a> Scanner<'a> {
         Ok(Str { start, end, text })
     }
 
+    /// Reads a string without decoding it if the next value is one; otherwise skips the value
+    /// and returns `None`. Its escapes and UTF-8 are validated: decoding it cannot fail.
+    pub(crate) fn raw_string_or_skip(&mut self) -> Result<Option<RawStr<'a>>> {
+        if self.peek()? != b'"' {
+            self.skip_value()?;
+            return Ok(None);
+        }
+        let start = self.pos;
+        let (end, escaped) = self.skip_str()?;
+        Ok(Some(RawStr {
+            start,
+            end,
+            raw: &self.buf[start + 1..end - 1],
+            escaped,
+        }))
+    }
+
     /// Reads a string if the next value is one; otherwise skips the value and returns `None`.
     pub(crate) fn string_or_skip(&mut self) -> Result<Option<Str<'a>>> {
         if self.peek()? == b'"' {
