@@ -131,11 +131,19 @@ impl<'r, 'a> Walker<'r, 'a> {
         };
         sc.begin_object()?;
         let mut first = true;
-        while let Some(k) = sc.next_key(&mut first)? {
-            match k.text.as_ref() {
-                "apiVersion" => head.api_version = sc.string_or_skip()?.map(|s| s.text),
-                "kind" => head.kind = sc.string_or_skip()?.map(|s| s.text),
-                "items" => {
+        while let Some(raw) = sc.next_key_raw(&mut first)? {
+            // Keys are compared as bytes; only escaped ones (rare) are decoded.
+            let decoded;
+            let key: &[u8] = if raw.escaped {
+                decoded = sc.decode(&raw)?;
+                decoded.text.as_bytes()
+            } else {
+                raw.raw
+            };
+            match key {
+                b"apiVersion" => head.api_version = sc.string_or_skip()?.map(|s| s.text),
+                b"kind" => head.kind = sc.string_or_skip()?.map(|s| s.text),
+                b"items" => {
                     head.has_items = sc.peek()? == b'[';
                     sc.skip_value()?;
                 }
