@@ -54,6 +54,9 @@ struct Tables {
     gvk_next: usize,
 }
 
+/// The new bytes of a restored `apiVersion` and `kind` (`None`: unchanged).
+pub(crate) type NewGvk<'m> = (Option<&'m [u8]>, Option<&'m [u8]>);
+
 /// `apiVersion`/`kind` pairs remembered (an item's own, its owners'), and the longest string
 /// of one.
 const GVKS: usize = 8;
@@ -269,12 +272,7 @@ impl Memo {
     /// The new bytes of an `apiVersion`/`kind` pair restored for the request's group `hint`
     /// (strings with their quotes; no kind: empty), if remembered: `None` for what stays.
     #[inline]
-    pub(crate) fn gvk(
-        &self,
-        version: &[u8],
-        kind: &[u8],
-        hint: Option<&str>,
-    ) -> Option<(Option<&[u8]>, Option<&[u8]>)> {
+    pub(crate) fn gvk(&self, version: &[u8], kind: &[u8], hint: Option<&str>) -> Option<NewGvk<'_>> {
         self.0
             .as_ref()?
             .gvks
