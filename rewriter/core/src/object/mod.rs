@@ -132,15 +132,8 @@ impl<'r, 'a> Walker<'r, 'a> {
         sc.begin_object()?;
         let mut first = true;
         while let Some(raw) = sc.next_key_raw(&mut first)? {
-            // Keys are compared as bytes; only escaped ones (rare) are decoded.
-            let decoded;
-            let key: &[u8] = if raw.escaped {
-                decoded = sc.decode(&raw)?;
-                decoded.text.as_bytes()
-            } else {
-                raw.raw
-            };
-            match key {
+            let key = sc.key_bytes(&raw)?;
+            match &*key {
                 b"apiVersion" => head.api_version = sc.string_or_skip()?.map(|s| s.text),
                 b"kind" => head.kind = sc.string_or_skip()?.map(|s| s.text),
                 b"items" => {

@@ -111,14 +111,8 @@ impl<'r, 'a> Walker<'r, 'a> {
         let mut version: Option<RawStr<'a>> = None;
         let mut kind: Option<RawStr<'a>> = None;
         while let Some(raw) = self.sc.next_key_raw(&mut first)? {
-            // Keys are compared as bytes; only escaped ones (rare) are decoded.
-            let decoded;
-            let key: &[u8] = if raw.escaped {
-                decoded = self.sc.decode(&raw)?;
-                decoded.text.as_bytes()
-            } else {
-                raw.raw
-            };
+            let key = self.sc.key_bytes(&raw)?;
+            let key: &[u8] = &key;
             if let Some(g) = o.gvk {
                 let is_version = match g {
                     Gvk::ApiVersionKind => key == b"apiVersion",

@@ -256,6 +256,15 @@ impl<'a> Scanner<'a> {
         }))
     }
 
+    /// A key's bytes for comparison: borrowed when it has no escapes, decoded (rare) otherwise.
+    pub(crate) fn key_bytes(&self, s: &RawStr<'a>) -> Result<Cow<'a, [u8]>> {
+        if s.escaped {
+            Ok(Cow::Owned(self.decode(s)?.text.into_owned().into_bytes()))
+        } else {
+            Ok(Cow::Borrowed(s.raw))
+        }
+    }
+
     /// Decodes a string read raw.
     pub(crate) fn decode(&self, s: &RawStr<'a>) -> Result<Str<'a>> {
         let text = if s.escaped {
