@@ -156,7 +156,7 @@ fn metadata(rules: &Rules, dir: Direction, f: &Field<'_>) -> Result<Option<Vec<u
             7 => edit(e.bytes()?, |raw| match raw.num {
                 1 => {
                     let json = raw.bytes()?;
-                    let plan = rules.plans.get("", "");
+                    let plan: &crate::rules::plan::Node = rules.plans.get("", "");
                     let Some(node) = ["metadata", "managedFields", "0", "fieldsV1"]
                         .iter()
                         .try_fold(plan, |n, k| n.step(k))

@@ -10,17 +10,23 @@
 //! The last few leaves of each kind are also kept apart ([`Recent`]) and compared with the
 //! input ahead before it is scanned at all: a copy met again is neither scanned nor hashed.
 //!
+//! An item's head (`{"apiVersion":…,"kind":…`) is the same bytes item after item: the last
+//! one is kept ([`HeadHit`]) and compared with the input ahead instead of read again, with the
+//! plan its kind dispatched to.
+//!
 //! Subtrees no rule reaches (a VM's `spec`, managedFields' `f:spec`) are skipped like the one
 //! last skipped at the same place ([`Place`]): what equals it is compared, not scanned.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::ops::Range;
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::json::Scanner;
 use crate::json::scan::Reference;
 use crate::rules::names::WordHasher;
-use crate::rules::plan::{Leaf, Which};
+use crate::rules::plan::{Leaf, Node, Which};
 
 /// Leaves longer than this are not remembered.
 const MAX_LEAF: usize = 2048;
@@ -52,7 +58,32 @@ struct Tables {
     gvks: Vec<GvkHit>,
     /// The entry of `gvks` replaced next once it is full.
     gvk_next: usize,
+    head: Option<HeadHit>,
 }
+
+/// The head of the last object read ahead: its bytes from `{` through the second of its
+/// `apiVersion` and `kind` members (both plain strings), and where their texts lie in them.
+/// Input that starts with these bytes has the same two members first: nothing else is read to
+/// find them.
+#[derive(Debug)]
+struct HeadHit {
+    bytes: Box<[u8]>,
+    version: Range<usize>,
+    kind: Range<usize>,
+    /// The plan objects with this head were walked by, when nothing but the head chose it.
+    plan: Option<Dispatch>,
+}
+
+/// A plan chosen by an object's head, for a top-level object or not and a request's group.
+#[derive(Debug)]
+struct Dispatch {
+    top: bool,
+    group_hint: Option<Box<str>>,
+    plan: Arc<Node>,
+}
+
+/// The longest head kept.
+const MAX_HEAD: usize = 512;
 
 /// The new bytes of a restored `apiVersion` and `kind` (`None`: unchanged).
 pub(crate) type NewGvk<'m> = (Option<&'m [u8]>, Option<&'m [u8]>);
@@ -309,6 +340,55 @@ impl Memo {
         }
     }
 
+    /// Where the texts of `apiVersion` and `kind` lie in `ahead`, if it starts with the head
+    /// last noted.
+    #[inline]
+    pub(crate) fn head(&self, ahead: &[u8]) -> Option<(Range<usize>, Range<usize>)> {
+        let h = self.0.as_ref()?.head.as_ref()?;
+        ahead
+            .starts_with(&h.bytes)
+            .then(|| (h.version.clone(), h.kind.clone()))
+    }
+
+    /// Keeps `bytes`, an object's head (see [`Memo::head`]), with where the texts of its
+    /// `apiVersion` and `kind` lie in it.
+    pub(crate) fn note_head(&mut self, bytes: &[u8], version: Range<usize>, kind: Range<usize>) {
+        if bytes.len() > MAX_HEAD {
+            return;
+        }
+        let t = self.tables();
+        match &mut t.head {
+            Some(h) if *h.bytes == *bytes => {}
+            head => {
+                *head = Some(HeadHit {
+                    bytes: bytes.into(),
+                    version,
+                    kind,
+                    plan: None,
+                });
+            }
+        }
+    }
+
+    /// The plan the head last noted chose, for a top-level object or not (`top`) and the
+    /// request's group `group_hint`.
+    #[inline]
+    pub(crate) fn plan(&self, top: bool, group_hint: Option<&str>) -> Option<Arc<Node>> {
+        let d = self.0.as_ref()?.head.as_ref()?.plan.as_ref()?;
+        (d.top == top && d.group_hint.as_deref() == group_hint).then(|| Arc::clone(&d.plan))
+    }
+
+    /// Notes the plan the head last noted chose (see [`Memo::plan`]).
+    pub(crate) fn note_plan(&mut self, top: bool, group_hint: Option<&str>, plan: &Arc<Node>) {
+        if let Some(h) = self.0.as_mut().and_then(|t| t.head.as_mut()) {
+            h.plan = Some(Dispatch {
+                top,
+                group_hint: group_hint.map(Into::into),
+                plan: Arc::clone(plan),
+            });
+        }
+    }
+
     /// Remembers what the raw key `raw` of a `w` map becomes.
     pub(crate) fn insert_key(&mut self, w: Which, raw: &[u8], hit: KeyHit) {
         let Some(slot) = key_slot(w) else { return };
@@ -561,6 +641,52 @@ mod tests {
         let stray = bad.rfind("}]").unwrap();
         assert!(serde_json::from_str::<serde_json::Value>(&bad).is_err());
         assert_eq!(err.offset(), Some(stray), "{err}");
+    }
+
+    #[test]
+    fn remembered_heads_give_what_a_fresh_walk_gives() {
+        // Heads repeat item after item, and between them come heads that choose no plan of
+        // their own: an original KubeVirt kind (hidden), and a list whose kind says `List`.
+        let rules = Rules::builtin_kubevirt();
+        let original = r#"{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"o"}}"#;
+        let inner = r#"{"apiVersion":"v1","kind":"ConfigMapList","items":[{"metadata":{"name":"c","labels":{"kubevirt.internal.virtualization.deckhouse.io/x":"1"}}}]}"#;
+        let kept = [
+            vm("a", ""),
+            vm("b", ""),
+            vm("c", ""),
+            inner.to_owned(),
+            inner.to_owned(),
+        ];
+        let all = [
+            kept[0].clone(),
+            kept[1].clone(),
+            original.to_owned(),
+            original.to_owned(),
+            kept[2].clone(),
+            kept[3].clone(),
+            kept[4].clone(),
+        ];
+        let list = |items: &[String]| {
+            format!(
+                r#"{{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachineList","items":[{}]}}"#,
+                items.join(",")
+            )
+        };
+        let mut lr = ListRewriter::new(&rules, Direction::Restore, Context::default());
+        let mut out = Vec::new();
+        lr.feed(list(&all).as_bytes(), &mut out).unwrap();
+        lr.finish(&mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let alone: Vec<String> = kept
+            .iter()
+            .map(|i| {
+                let o = rewrite(&rules, Direction::Restore, i.as_bytes(), &Context::default()).unwrap();
+                String::from_utf8(o.bytes().unwrap().to_vec()).unwrap()
+            })
+            .collect();
+        assert!(out.contains(&alone.join(",")), "{alone:?}\nnot in\n{out}");
+        assert!(!out.contains(r#""name":"o""#), "{out}");
+        assert_eq!(out.matches(r#""kubevirt.io/x":"1""#).count(), 2, "{out}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod table;
 pub(crate) mod walk;
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::Deserialize;
 
@@ -28,8 +29,8 @@ pub(crate) use walk::Walker;
 
 use crate::Direction;
 use crate::error::Result;
-use crate::json::Scanner;
-use crate::rules::Rules;
+use crate::json::{RawStr, Scanner, Str};
+use crate::rules::{Exclude, Rules};
 
 /// What the caller knows about a body beyond its bytes (from the request path).
 #[derive(Debug, Clone, Default)]
@@ -116,26 +117,64 @@ struct Head<'a> {
     api_version: Option<Cow<'a, str>>,
     kind: Option<Cow<'a, str>>,
     has_items: bool,
+    /// The memo holds this head (found there or just noted; see [`memo::Memo::head`]).
+    current: bool,
 }
 
 impl<'r, 'a> Walker<'r, 'a> {
     /// Reads `apiVersion` and `kind` ahead. With `typed`, stops at the first other member: the
     /// server writes typed objects with `kind` and `apiVersion` first, and list items of
-    /// built-in kinds carry neither (their kind comes from the list).
-    fn head(&self, want_items: bool, typed: bool) -> Result<Head<'a>> {
+    /// built-in kinds carry neither (their kind comes from the list). A head like the last
+    /// one read is found by its bytes.
+    fn head(&mut self, want_items: bool, typed: bool) -> Result<Head<'a>> {
         let mut sc = self.sc.clone();
+        let input = sc.input();
+        let at = sc.pos();
+        if !want_items && let Some((v, k)) = self.memo.head(&input[at..]) {
+            let text = |r: Range<usize>| {
+                std::str::from_utf8(&input[at + r.start..at + r.end])
+                    .ok()
+                    .map(Cow::Borrowed)
+            };
+            return Ok(Head {
+                api_version: text(v),
+                kind: text(k),
+                has_items: false,
+                current: true,
+            });
+        }
         let mut head = Head {
             api_version: None,
             kind: None,
             has_items: false,
+            current: false,
+        };
+        // Where the texts of the two lie when both are plain strings: the head is kept for
+        // the next object when they are its first two members.
+        let mut texts: [Option<Range<usize>>; 2] = [None, None];
+        let plain = |raw: &RawStr<'a>, s: &Option<Str<'a>>| match s {
+            Some(s) if !raw.escaped && matches!(s.text, Cow::Borrowed(_)) => {
+                Some(s.start + 1 - at..s.end - 1 - at)
+            }
+            _ => None,
         };
         sc.begin_object()?;
         let mut first = true;
+        let mut n = 0;
         while let Some(raw) = sc.next_key_raw(&mut first)? {
-            let key = sc.key_bytes(&raw)?;
-            match &*key {
-                b"apiVersion" => head.api_version = sc.string_or_skip()?.map(|s| s.text),
-                b"kind" => head.kind = sc.string_or_skip()?.map(|s| s.text),
+            n += 1;
+            let mut decoded = None;
+            match sc.key_bytes(&raw, &mut decoded)? {
+                b"apiVersion" => {
+                    let s = sc.string_or_skip()?;
+                    texts[0] = plain(&raw, &s);
+                    head.api_version = s.map(|s| s.text);
+                }
+                b"kind" => {
+                    let s = sc.string_or_skip()?;
+                    texts[1] = plain(&raw, &s);
+                    head.kind = s.map(|s| s.text);
+                }
                 b"items" => {
                     head.has_items = sc.peek()? == b'[';
                     sc.skip_value()?;
@@ -146,6 +185,13 @@ impl<'r, 'a> Walker<'r, 'a> {
                 }
             }
             if head.api_version.is_some() && head.kind.is_some() && (!want_items || head.has_items) {
+                if let [Some(v), Some(k)] = texts
+                    && n == 2
+                    && !want_items
+                {
+                    self.memo.note_head(&input[at..sc.pos()], v, k);
+                    head.current = true;
+                }
                 break;
             }
         }
@@ -170,13 +216,7 @@ impl<'r, 'a> Walker<'r, 'a> {
         if self.rules.is_excluded_kind(group, kind) {
             return Ok(true);
         }
-        let matching: Vec<_> = self
-            .rules
-            .excludes
-            .iter()
-            .filter(|e| e.kinds.is_empty() || e.kinds.iter().any(|k| k == kind))
-            .filter(|e| e.api_groups.is_empty() || e.api_groups.iter().any(|g| g == group))
-            .collect();
+        let matching: Vec<_> = self.excludes(group, kind).collect();
         if matching.is_empty() {
             return Ok(false);
         }
@@ -191,6 +231,21 @@ impl<'r, 'a> Walker<'r, 'a> {
                         == Some(v.as_str())
                 })
         }))
+    }
+
+    /// The exclude rules that may hide an object held as (`group`, `kind`), by its name or
+    /// labels.
+    fn excludes<'s>(&'s self, group: &'s str, kind: &'s str) -> impl Iterator<Item = &'r Exclude> + 's {
+        self.rules
+            .excludes
+            .iter()
+            .filter(move |e| e.kinds.is_empty() || e.kinds.iter().any(|k| k == kind))
+            .filter(move |e| e.api_groups.is_empty() || e.api_groups.iter().any(|g| g == group))
+    }
+
+    /// True when no object held as (`group`, `kind`) is ever hidden.
+    fn never_excluded(&self, group: &str, kind: &str) -> bool {
+        !self.rules.is_excluded_kind(group, kind) && self.excludes(group, kind).next().is_none()
     }
 
     /// The (group, kind) the server holds the request's resource as (for excludes).
@@ -219,6 +274,13 @@ impl<'r, 'a> Walker<'r, 'a> {
         }
         let typed = hint.top && hint.kind.is_some() && self.dir == Direction::Restore;
         let head = self.head(false, typed)?;
+        // The same head as the last object's: the same plan, unless more than the head chose it.
+        if head.current
+            && let Some(plan) = self.memo.plan(hint.top, self.group_hint)
+        {
+            self.node(&plan)?;
+            return Ok(Verdict::Keep);
+        }
         let av = head.api_version.as_deref().or(hint.api_version);
         let kind = head.kind.as_deref().or(hint.kind);
         let (group, _) = av.map(split_api_version).unwrap_or(("", ""));
@@ -264,6 +326,16 @@ impl<'r, 'a> Walker<'r, 'a> {
             }
             (g, k) => {
                 let plan = self.rules.plans.get(g, k);
+                // Chosen by the head alone (no exclude looks further, no other kind of walk may
+                // take its place): remembered with it.
+                let checked = self.dir == Direction::Restore && hint.top;
+                if head.current
+                    && g != "meta.k8s.io"
+                    && !k.ends_with("List")
+                    && (!checked || self.never_excluded(group, kind))
+                {
+                    self.memo.note_plan(hint.top, self.group_hint, plan);
+                }
                 self.node(plan)?;
             }
         }

@@ -111,8 +111,8 @@ impl<'r, 'a> Walker<'r, 'a> {
         let mut version: Option<RawStr<'a>> = None;
         let mut kind: Option<RawStr<'a>> = None;
         while let Some(raw) = self.sc.next_key_raw(&mut first)? {
-            let key = self.sc.key_bytes(&raw)?;
-            let key: &[u8] = &key;
+            let mut decoded = None;
+            let key = self.sc.key_bytes(&raw, &mut decoded)?;
             if let Some(g) = o.gvk {
                 let is_version = match g {
                     Gvk::ApiVersionKind => key == b"apiVersion",

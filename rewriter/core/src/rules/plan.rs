@@ -395,11 +395,11 @@ impl Plans {
 
     /// True when objects of `group`/`kind` have no locations beyond their metadata.
     pub(crate) fn is_metadata_only(&self, group: &str, kind: &str) -> bool {
-        std::ptr::eq(self.get(group, kind), &*self.default)
+        Arc::ptr_eq(self.get(group, kind), &self.default)
     }
 
     /// The plan for an object of (original) `group` and `kind`.
-    pub(crate) fn get(&self, group: &str, kind: &str) -> &Node {
+    pub(crate) fn get(&self, group: &str, kind: &str) -> &Arc<Node> {
         let Some(v) = self.by_kind.get(kind) else {
             return &self.default;
         };

@@ -15,6 +15,7 @@ pub(crate) use delta::Reference;
 
 mod classify;
 mod delta;
+mod scalar;
 
 /// Nesting this deep is rejected where the document is walked, as serde_json does (127 levels
 /// pass).
@@ -256,12 +257,18 @@ impl<'a> Scanner<'a> {
         }))
     }
 
-    /// A key's bytes for comparison: borrowed when it has no escapes, decoded (rare) otherwise.
-    pub(crate) fn key_bytes(&self, s: &RawStr<'a>) -> Result<Cow<'a, [u8]>> {
+    /// A key's bytes for comparison: borrowed when it has no escapes, decoded into `decoded`
+    /// (rare) otherwise. A slot rather than a `Cow` keeps the common case free of a drop check.
+    #[inline(always)]
+    pub(crate) fn key_bytes<'s>(
+        &self,
+        s: &'s RawStr<'a>,
+        decoded: &'s mut Option<Str<'a>>,
+    ) -> Result<&'s [u8]> {
         if s.escaped {
-            Ok(Cow::Owned(self.decode(s)?.text.into_owned().into_bytes()))
+            Ok(decoded.insert(self.decode(s)?).text.as_bytes())
         } else {
-            Ok(Cow::Borrowed(s.raw))
+            Ok(s.raw)
         }
     }
 
@@ -688,72 +695,6 @@ impl<'a> Scanner<'a> {
         let res = self.skip_container();
         self.depth -= level;
         res
-    }
-
-    /// Moves past `lit`. Sized, so the compare is a word compare rather than a `memcmp` call
-    /// (1% of a LIST's restore in the profile, for four bytes at a time); kept out of line, off
-    /// the skip loop's registers.
-    #[inline(never)]
-    fn literal<const N: usize>(&mut self, lit: &[u8; N]) -> Result<()> {
-        let end = self.pos + N;
-        match self.buf.get(self.pos..end).map(<&[u8; N]>::try_from) {
-            Some(Ok(b)) if b == lit => {
-                self.pos = end;
-                Ok(())
-            }
-            Some(_) => Err(self.err("expected a value")),
-            None if lit.starts_with(&self.buf[self.pos..]) => {
-                self.pos = self.buf.len();
-                Err(self.eof())
-            }
-            None => Err(self.err("expected a value")),
-        }
-    }
-
-    fn digits(&mut self) -> usize {
-        let s = self.pos;
-        while self.buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
-            self.pos += 1;
-        }
-        self.pos - s
-    }
-
-    fn number(&mut self) -> Result<()> {
-        if self.buf[self.pos] == b'-' {
-            self.pos += 1;
-        }
-        match self.buf.get(self.pos) {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => {
-                self.digits();
-            }
-            Some(_) => return Err(self.err("invalid number")),
-            None => return Err(self.eof()),
-        }
-        if self.buf.get(self.pos) == Some(&b'.') {
-            self.pos += 1;
-            if self.digits() == 0 {
-                return Err(if self.pos == self.buf.len() {
-                    self.eof()
-                } else {
-                    self.err("invalid number")
-                });
-            }
-        }
-        if matches!(self.buf.get(self.pos), Some(b'e' | b'E')) {
-            self.pos += 1;
-            if matches!(self.buf.get(self.pos), Some(b'+' | b'-')) {
-                self.pos += 1;
-            }
-            if self.digits() == 0 {
-                return Err(if self.pos == self.buf.len() {
-                    self.eof()
-                } else {
-                    self.err("invalid number")
-                });
-            }
-        }
-        Ok(())
     }
 }
 
