@@ -195,26 +195,26 @@ impl<'r> WatchRewriter<'r> {
 
     /// What to send for an event, and the hidden set after it.
     fn decide(&mut self, verdict: Verdict, seen: &Seen) -> Action {
-        let ty = seen.ty.as_deref();
+        let ty = seen.ty;
         match (verdict, &seen.uid) {
             (Verdict::Excluded, None) => Action::Drop,
             (Verdict::Excluded, Some(uid)) => match ty {
-                Some("DELETED") => {
+                Some(EventType::Deleted) => {
                     self.hidden.remove(uid);
                     Action::Drop
                 }
                 // The client has it: it goes away now.
-                Some("MODIFIED") if self.hidden.insert(uid.clone()) => Action::Deleted,
-                Some("ADDED" | "MODIFIED") => {
+                Some(EventType::Modified) if self.hidden.insert(uid.clone()) => Action::Deleted,
+                Some(EventType::Added | EventType::Modified) => {
                     self.hidden.insert(uid.clone());
                     Action::Drop
                 }
                 _ => Action::Drop,
             },
             (Verdict::Keep, Some(uid)) if self.hidden.remove(uid) => match ty {
-                Some("MODIFIED") => Action::Added,
+                Some(EventType::Modified) => Action::Added,
                 // Deleted while hidden, or already announced: the client does not have it.
-                Some("DELETED") => Action::Drop,
+                Some(EventType::Deleted) => Action::Drop,
                 _ => Action::Keep,
             },
             (Verdict::Keep, _) => Action::Keep,
@@ -236,11 +236,32 @@ enum Action {
 #[derive(Default)]
 struct Seen {
     /// The event type.
-    ty: Option<String>,
+    ty: Option<EventType>,
     /// The span of the type string.
     type_span: Option<(usize, usize)>,
     /// The object's `metadata.uid`, when asked for or when the object is hidden.
     uid: Option<String>,
+}
+
+/// The types of event that hiding objects looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventType {
+    Added,
+    Modified,
+    Deleted,
+    /// `BOOKMARK`, `ERROR`, or any other.
+    Other,
+}
+
+impl EventType {
+    fn of(ty: &str) -> EventType {
+        match ty {
+            "ADDED" => EventType::Added,
+            "MODIFIED" => EventType::Modified,
+            "DELETED" => EventType::Deleted,
+            _ => EventType::Other,
+        }
+    }
 }
 
 /// One `{"type":..,"object":..}` event; an excluded object drops the event. With `force`, the
@@ -254,8 +275,10 @@ fn walk_event(
     w.sc.begin_object()?;
     let mut first = true;
     let mut verdict = Verdict::Keep;
-    while let Some(k) = w.sc.next_key(&mut first)? {
-        if k.text == "object" {
+    while let Some(raw) = w.sc.next_key_raw(&mut first)? {
+        let mut decoded = None;
+        let key = w.sc.key_bytes(&raw, &mut decoded)?;
+        if key == b"object" {
             let at = w.sc.clone();
             verdict = w.object(&Hint {
                 kind: None,
@@ -265,13 +288,13 @@ fn walk_event(
             if want_uid || verdict == Verdict::Excluded {
                 seen.uid = uid(at)?;
             }
-        } else if k.text == "type" {
+        } else if key == b"type" {
             if let Some(s) = w.sc.string_or_skip()? {
                 if let Some(t) = force {
                     w.edits.replace_quoted(s.start, s.end, t);
                 }
                 seen.type_span = Some((s.start, s.end));
-                seen.ty = Some(s.text.into_owned());
+                seen.ty = Some(EventType::of(&s.text));
             }
         } else {
             w.sc.skip_value()?;
