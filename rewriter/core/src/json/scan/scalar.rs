@@ -31,6 +31,17 @@ impl Scanner<'_> {
         self.pos - s
     }
 
+    /// At least one digit, as a fraction and an exponent need.
+    fn some_digits(&mut self) -> Result<()> {
+        if self.digits() > 0 {
+            Ok(())
+        } else if self.pos == self.buf.len() {
+            Err(self.eof())
+        } else {
+            Err(self.err("invalid number"))
+        }
+    }
+
     pub(super) fn number(&mut self) -> Result<()> {
         if self.buf[self.pos] == b'-' {
             self.pos += 1;
@@ -45,26 +56,14 @@ impl Scanner<'_> {
         }
         if self.buf.get(self.pos) == Some(&b'.') {
             self.pos += 1;
-            if self.digits() == 0 {
-                return Err(if self.pos == self.buf.len() {
-                    self.eof()
-                } else {
-                    self.err("invalid number")
-                });
-            }
+            self.some_digits()?;
         }
         if matches!(self.buf.get(self.pos), Some(b'e' | b'E')) {
             self.pos += 1;
             if matches!(self.buf.get(self.pos), Some(b'+' | b'-')) {
                 self.pos += 1;
             }
-            if self.digits() == 0 {
-                return Err(if self.pos == self.buf.len() {
-                    self.eof()
-                } else {
-                    self.err("invalid number")
-                });
-            }
+            self.some_digits()?;
         }
         Ok(())
     }
