@@ -29,7 +29,7 @@ pub(crate) use walk::Walker;
 
 use crate::Direction;
 use crate::error::Result;
-use crate::json::{RawStr, Scanner, Str};
+use crate::json::{Scanner, Str};
 use crate::rules::{Exclude, Rules};
 
 /// What the caller knows about a body beyond its bytes (from the request path).
@@ -152,10 +152,8 @@ impl<'r, 'a> Walker<'r, 'a> {
         // Where the texts of the two lie when both are plain strings: the head is kept for
         // the next object when they are its first two members.
         let mut texts: [Option<Range<usize>>; 2] = [None, None];
-        let plain = |raw: &RawStr<'a>, s: &Option<Str<'a>>| match s {
-            Some(s) if !raw.escaped && matches!(s.text, Cow::Borrowed(_)) => {
-                Some(s.start + 1 - at..s.end - 1 - at)
-            }
+        let plain = |s: &Option<Str<'a>>| match s {
+            Some(s) if matches!(s.text, Cow::Borrowed(_)) => Some(s.start + 1 - at..s.end - 1 - at),
             _ => None,
         };
         sc.begin_object()?;
@@ -167,12 +165,12 @@ impl<'r, 'a> Walker<'r, 'a> {
             match sc.key_bytes(&raw, &mut decoded)? {
                 b"apiVersion" => {
                     let s = sc.string_or_skip()?;
-                    texts[0] = plain(&raw, &s);
+                    texts[0] = plain(&s);
                     head.api_version = s.map(|s| s.text);
                 }
                 b"kind" => {
                     let s = sc.string_or_skip()?;
-                    texts[1] = plain(&raw, &s);
+                    texts[1] = plain(&s);
                     head.kind = s.map(|s| s.text);
                 }
                 b"items" => {
@@ -295,7 +293,9 @@ impl<'r, 'a> Walker<'r, 'a> {
                 }
             }
         };
-        if self.dir == Direction::Restore && hint.top {
+        // Excludes hide top-level objects (and list items) from clients.
+        let checked = self.dir == Direction::Restore && hint.top;
+        if checked {
             // Metadata-only objects say nothing of their kind: the request's resource does.
             let request = (group == "meta.k8s.io" && kind == "PartialObjectMetadata")
                 .then(|| self.request_kind())
@@ -328,7 +328,6 @@ impl<'r, 'a> Walker<'r, 'a> {
                 let plan = self.rules.plans.get(g, k);
                 // Chosen by the head alone (no exclude looks further, no other kind of walk may
                 // take its place): remembered with it.
-                let checked = self.dir == Direction::Restore && hint.top;
                 if head.current
                     && g != "meta.k8s.io"
                     && !k.ends_with("List")
