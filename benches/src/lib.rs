@@ -12,6 +12,8 @@ use kube_api_rewriter_testkit::vm::Vm;
 pub use kube_api_rewriter_testkit::vm::{RENAMED_GROUP as GROUP, RENAMED_PREFIX as KV, Rng};
 use serde_json::Value;
 
+pub mod interleaved;
+
 /// One VirtualMachine as the server holds it (renamed, with what the server adds), number `i`
 /// of a generator: `vm-NNNNNN` in one of 97 namespaces, sizes and values from `rng`.
 pub fn vm(rng: &mut Rng, i: usize) -> Value {
