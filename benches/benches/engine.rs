@@ -16,15 +16,12 @@ use std::time::Duration;
 use criterion::{
     BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main, measurement::WallTime,
 };
-use kube_api_rewriter::internals;
 use kube_api_rewriter::object::{self, Context};
-use kube_api_rewriter::stream::{ListRewriter, WatchRewriter};
 use kube_api_rewriter::{Direction, Rules};
 use kube_api_rewriter_benches as data;
+use kube_api_rewriter_benches::interleaved;
 
-const CHUNK: usize = 64 * 1024;
-const LIST_ITEMS: usize = 10_000;
-const WATCH_EVENTS: usize = 20_000;
+use kube_api_rewriter_benches::{ENGINE_LIST_ITEMS as LIST_ITEMS, ENGINE_WATCH_EVENTS as WATCH_EVENTS};
 
 fn group<'a>(c: &'a mut Criterion, name: &str, bytes: usize) -> BenchmarkGroup<'a, WallTime> {
     let mut g = c.benchmark_group(name);
@@ -52,19 +49,7 @@ fn baselines(g: &mut BenchmarkGroup<'_, WallTime>, body: &[u8], ndjson: bool) {
         })
     });
     g.bench_function("ignored_any_scan", |b| {
-        b.iter(|| {
-            if ndjson {
-                let mut n = 0;
-                for r in serde_json::Deserializer::from_slice(body).into_iter::<serde::de::IgnoredAny>() {
-                    r.unwrap();
-                    n += 1;
-                }
-                black_box(n)
-            } else {
-                black_box(serde_json::from_slice::<serde::de::IgnoredAny>(body).unwrap());
-                0
-            }
-        })
+        b.iter(|| black_box(interleaved::skip("serde", body, ndjson).unwrap()))
     });
 }
 
@@ -72,30 +57,13 @@ fn baselines(g: &mut BenchmarkGroup<'_, WallTime>, body: &[u8], ndjson: bool) {
 /// `ignored_any_scan`: what the rewriter pays for every subtree it does not touch.
 fn skip(g: &mut BenchmarkGroup<'_, WallTime>, body: &[u8], ndjson: bool) {
     g.bench_function("skip_value", |b| {
-        b.iter(|| {
-            if ndjson {
-                let (spans, err) = internals::skip_values(body, 0);
-                assert!(err.is_none());
-                black_box(spans.len())
-            } else {
-                black_box(internals::skip_document(body).unwrap());
-                0
-            }
-        })
+        b.iter(|| black_box(interleaved::skip("ours", body, ndjson).unwrap()))
     });
-}
-
-/// Hands the output written so far on (as the proxy sends a chunk) and empties the buffer.
-fn hand_on(out: &mut Vec<u8>) -> usize {
-    black_box(&out[..]);
-    let n = out.len();
-    out.clear();
-    n
 }
 
 fn list(c: &mut Criterion) {
     let rules = Rules::builtin_kubevirt();
-    let body = data::list(LIST_ITEMS, 42);
+    let body = data::engine_list();
     eprintln!(
         "list: {} items, {} bytes ({:.1} MB)",
         LIST_ITEMS,
@@ -106,24 +74,14 @@ fn list(c: &mut Criterion) {
     baselines(&mut g, &body, false);
     skip(&mut g, &body, false);
     g.bench_function("restore_stream_64k", |b| {
-        let mut out = Vec::with_capacity(4 * CHUNK);
-        b.iter(|| {
-            let mut lr = ListRewriter::new(&rules, Direction::Restore, Context::default());
-            let mut written = 0;
-            for piece in body.chunks(CHUNK) {
-                lr.feed(piece, &mut out).unwrap();
-                written += hand_on(&mut out);
-            }
-            lr.finish(&mut out).unwrap();
-            written + hand_on(&mut out)
-        })
+        b.iter(|| black_box(interleaved::restore(&rules, &body, false).unwrap()))
     });
     g.finish();
 }
 
 fn watch(c: &mut Criterion) {
     let rules = Rules::builtin_kubevirt();
-    let body = data::watch(WATCH_EVENTS, 43);
+    let body = data::engine_watch();
     eprintln!(
         "watch: {} events, {} bytes ({:.1} MB)",
         WATCH_EVENTS,
@@ -134,17 +92,7 @@ fn watch(c: &mut Criterion) {
     baselines(&mut g, &body, true);
     skip(&mut g, &body, true);
     g.bench_function("restore_stream_64k", |b| {
-        let mut out = Vec::with_capacity(4 * CHUNK);
-        b.iter(|| {
-            let mut wr = WatchRewriter::new(&rules, Direction::Restore, Context::default());
-            let mut written = 0;
-            for piece in body.chunks(CHUNK) {
-                wr.feed(piece, &mut out).unwrap();
-                written += hand_on(&mut out);
-            }
-            wr.finish(&mut out).unwrap();
-            written + hand_on(&mut out)
-        })
+        b.iter(|| black_box(interleaved::restore(&rules, &body, true).unwrap()))
     });
     g.finish();
 }

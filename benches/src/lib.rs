@@ -50,6 +50,21 @@ pub fn write_list(w: &mut impl Write, seed: u64, max_items: usize, min_bytes: us
     Ok(i)
 }
 
+/// VMs in the engine benchmark's LIST (and in the engine report's interleaved timing).
+pub const ENGINE_LIST_ITEMS: usize = 10_000;
+/// Events in the engine benchmark's WATCH stream.
+pub const ENGINE_WATCH_EVENTS: usize = 20_000;
+
+/// The engine benchmark's LIST body.
+pub fn engine_list() -> Vec<u8> {
+    list(ENGINE_LIST_ITEMS, 42)
+}
+
+/// The engine benchmark's WATCH stream.
+pub fn engine_watch() -> Vec<u8> {
+    watch(ENGINE_WATCH_EVENTS, 43)
+}
+
 /// A LIST body of `items` VMs.
 pub fn list(items: usize, seed: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(items * 5200);

@@ -61,16 +61,16 @@ fn run(dir: &Path) -> Result<Report, String> {
         (
             "list",
             "LIST, 10,000 VMs",
-            kube_api_rewriter_benches::list(10_000, 42),
+            kube_api_rewriter_benches::engine_list(),
         ),
         (
             "watch",
             "WATCH, 20,000 events",
-            kube_api_rewriter_benches::watch(20_000, 43),
+            kube_api_rewriter_benches::engine_watch(),
         ),
     ];
-    for (group, what, data) in &bodies {
-        let (group, ndjson) = (*group, *group == "watch");
+    for &(group, what, ref data) in &bodies {
+        let ndjson = group == "watch";
         let t = interleaved::time(data, ndjson, ROUNDS).map_err(|e| format!("{group}: {e}"))?;
         let ratio = t.median(2) / t.median(0);
         let (value, bytes) = measure(dir, group, "value_roundtrip")?;
