@@ -26,6 +26,7 @@ pub mod path;
 pub mod proto;
 mod route;
 pub mod rules;
+mod short_eq;
 pub mod stream;
 pub mod yaml;
 

@@ -27,6 +27,7 @@ use crate::json::Scanner;
 use crate::json::scan::Reference;
 use crate::rules::names::WordHasher;
 use crate::rules::plan::{Leaf, Node, Which};
+use crate::short_eq;
 
 /// Leaves longer than this are not remembered.
 const MAX_LEAF: usize = 2048;
@@ -212,7 +213,7 @@ impl Memo {
         self.0.as_ref()?.recent[slot]
             .entries
             .iter()
-            .find(|(raw, _)| ahead.starts_with(raw))
+            .find(|(raw, _)| short_eq::starts_with(ahead, raw))
             .map(|(raw, out)| (raw.len(), out.as_deref()))
     }
 
@@ -253,7 +254,7 @@ impl Memo {
     #[inline]
     pub(crate) fn expected_key(&self, w: Which, i: usize, raw: &[u8]) -> Option<Option<&KeyHit>> {
         let (k, hit) = self.0.as_ref()?.cursors[key_slot(w)?].keys.get(i)?;
-        (**k == *raw).then_some(hit.as_ref())
+        short_eq::eq(k, raw).then_some(hit.as_ref())
     }
 
     /// Makes the raw key `raw` key `i` of the `w` cursor, with what it becomes if remembered;

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::Direction;
+use crate::short_eq;
 
 /// Marker for original-looking names that the server holds as they are.
 pub(crate) const PRESERVED_PREFIX: &str = "preserved-original-";
@@ -359,10 +360,11 @@ impl Pieces<'_> {
     /// True when the name equals `s`.
     pub(crate) fn eq_str(&self, s: &str) -> bool {
         let [a, b, c] = self.0;
+        let s = s.as_bytes();
         s.len() == a.len() + b.len() + c.len()
-            && s.starts_with(a)
-            && s[a.len()..].starts_with(b)
-            && s.ends_with(c)
+            && short_eq::starts_with(s, a.as_bytes())
+            && short_eq::starts_with(&s[a.len()..], b.as_bytes())
+            && short_eq::ends_with(s, c.as_bytes())
     }
 }
 

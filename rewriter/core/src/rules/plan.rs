@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::rules::jsonpath::Segment;
 use crate::rules::{FieldType, Rules};
+use crate::short_eq;
 
 /// Which rename rules apply to a name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +90,7 @@ impl ObjNode {
     pub(crate) fn child_bytes(&self, key: &[u8]) -> Option<&Node> {
         self.fields
             .iter()
-            .find(|(k, _)| k.as_bytes() == key)
+            .find(|(k, _)| short_eq::eq(k.as_bytes(), key))
             .map(|(_, n)| n)
             .or(self.any.as_ref())
     }
