@@ -181,6 +181,12 @@ fn parse<P: Parser>(args: impl IntoIterator<Item = std::ffi::OsString>) -> Resul
     }
 }
 
+/// jemalloc keeps the buffers a streamed body frees for the next ones. With glibc's malloc, a
+/// 50 MB LIST through the proxy cost it 1,000-6,000 page faults (memory handed back to the
+/// kernel and touched afresh) and about 10% more CPU; peak RSS stays as low.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli: Cli = match parse(std::env::args_os()) {
         Ok(c) => c,
