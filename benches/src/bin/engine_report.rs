@@ -50,18 +50,16 @@ const RUNS: usize = 5;
 /// The argument that makes this program one such run: it prints the run's ratio.
 const ONE_RUN: &str = "--interleaved-run";
 
-/// The two streamed bodies: criterion's group, what it is, and its bytes.
-fn body(group: &str) -> Option<(&'static str, Vec<u8>)> {
-    match group {
-        "list" => Some(("LIST, 10,000 VMs", kube_api_rewriter_benches::engine_list())),
-        "watch" => Some(("WATCH, 20,000 events", kube_api_rewriter_benches::engine_watch())),
-        _ => None,
-    }
-}
+/// The two streamed bodies by criterion's group: what each is.
+const BODIES: [(&str, &str); 2] = [("list", "LIST, 10,000 VMs"), ("watch", "WATCH, 20,000 events")];
 
 /// One interleaved run on `group`'s body: the median restore rate over the median scan rate.
 fn one_run(group: &str) -> Result<f64, String> {
-    let (_, data) = body(group).ok_or_else(|| format!("no body named {group}"))?;
+    let data = match group {
+        "list" => kube_api_rewriter_benches::engine_list(),
+        "watch" => kube_api_rewriter_benches::engine_watch(),
+        _ => return Err(format!("no body named {group}")),
+    };
     let t = interleaved::time(&data, group == "watch", ROUNDS).map_err(|e| format!("{group}: {e}"))?;
     Ok(t.median(2) / t.median(0))
 }
@@ -101,10 +99,9 @@ fn run(dir: &Path) -> Result<Report, String> {
             "rewrite / scan, interleaved (median of runs)",
         ],
     );
-    for group in ["list", "watch"] {
+    for (group, what) in BODIES {
         let ratios = runs(group)?;
         let ratio = ratios[ratios.len() / 2];
-        let what = body(group).map_or("", |b| b.0);
         let (value, bytes) = measure(dir, group, "value_roundtrip")?;
         let (scan, _) = measure(dir, group, "ignored_any_scan")?;
         let (skip, _) = measure(dir, group, "skip_value")?;
