@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests run beside cargo and the Go builds, from Debian's packages, when it is
-# missing: curl, openssl, docker-registry (DVCR), qemu-utils (qemu-img) and apache2-utils
-# (htpasswd). Needs root or sudo. Kubernetes and etcd are built from Go modules
+# missing: curl, openssl, docker-registry (DVCR), qemu-utils (qemu-img), apache2-utils
+# (htpasswd), and gcc and make (the proxy's allocator, jemalloc, is C built by cargo). Needs root
+# or sudo. Kubernetes and etcd are built from Go modules
 # by scripts/go-build.sh.
 set -euo pipefail
 need=()
@@ -10,6 +11,8 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
 command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v make >/dev/null 2>&1 || need+=(make)
 if (( ${#need[@]} > 0 )); then
   sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
   echo "installing ${need[*]}" >&2

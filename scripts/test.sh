@@ -10,7 +10,7 @@ jobs="${CARGO_BUILD_JOBS:-2}"
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
-step "test tools (curl, openssl from Debian when missing)"
+step "test tools (curl, openssl, gcc, make and the rest from Debian when missing)"
 scripts/test-tools.sh
 
 step "Kubernetes ${KUBE_VERSION:-(pinned release)} and etcd, from Go modules (cached builds)"
