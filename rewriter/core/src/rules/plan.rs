@@ -96,6 +96,9 @@ impl ObjNode {
     }
 
     /// The child for member `key`.
+    ///
+    /// Not written as `child_bytes(key.as_bytes())`: the walk calls this once per member, and
+    /// that form costs a LIST's restore 3% more instructions per byte (callgrind).
     #[inline]
     pub(crate) fn child(&self, key: &str) -> Option<&Node> {
         self.fields
