@@ -30,8 +30,8 @@ pub fn listen_addr(s: &str) -> Result<SocketAddr, String> {
 /// What a listener answers.
 #[derive(Clone, Copy, Debug)]
 pub enum Endpoints {
-    /// `/healthz` (always 200) and `/readyz` (200 once every watched resource could be listed,
-    /// else 503).
+    /// `/healthz` (always 200) and `/readyz` (200 once every required API is served and every
+    /// watched resource could be listed, else 503 and why).
     Probes,
     /// `/metrics` (Prometheus text).
     Metrics,
@@ -74,8 +74,10 @@ pub async fn serve(listener: TcpListener, endpoints: Endpoints, ctx: Arc<Context
 pub fn respond(path: &str, endpoints: Endpoints, ctx: &Context) -> (&'static str, String) {
     match (endpoints, path) {
         (Endpoints::Probes, "/healthz") => ("200 OK", "ok\n".into()),
-        (Endpoints::Probes, "/readyz") if ctx.ready.load(Ordering::Relaxed) => ("200 OK", "ok\n".into()),
-        (Endpoints::Probes, "/readyz") => ("503 Service Unavailable", "not ready\n".into()),
+        (Endpoints::Probes, "/readyz") => match ctx.readiness() {
+            Ok(()) => ("200 OK", "ok\n".into()),
+            Err(why) => ("503 Service Unavailable", format!("not ready: {why}\n")),
+        },
         (Endpoints::Metrics, "/metrics") => (
             "200 OK",
             crate::metrics::render(ctx.metric_rows(ctx.errors.load(Ordering::Relaxed))),
@@ -131,10 +133,39 @@ mod tests {
         let ctx = Context::new(client);
         assert_eq!(respond("/healthz", Endpoints::Probes, &ctx).0, "200 OK");
         assert_eq!(
-            respond("/readyz", Endpoints::Probes, &ctx).0,
-            "503 Service Unavailable"
+            respond("/readyz", Endpoints::Probes, &ctx),
+            (
+                "503 Service Unavailable",
+                "not ready: the served APIs were not discovered yet\n".into()
+            )
         );
-        ctx.ready.store(true, Ordering::Relaxed);
+        for api in crate::apis::USED {
+            let required = api.need == crate::apis::Need::Required;
+            ctx.served
+                .record(api.name, required && api.name.group != "kubevirt.io");
+        }
+        let (status, body) = respond("/readyz", Endpoints::Probes, &ctx);
+        assert_eq!(status, "503 Service Unavailable");
+        assert!(
+            body.starts_with(
+                "not ready: required APIs not served: virtualmachines.kubevirt.io/v1 (KubeVirt's CRDs"
+            ),
+            "{body}"
+        );
+        for api in crate::apis::USED {
+            ctx.served
+                .record(api.name, api.need == crate::apis::Need::Required);
+        }
+        assert_eq!(
+            respond("/readyz", Endpoints::Probes, &ctx),
+            (
+                "503 Service Unavailable",
+                "not ready: the watched resources were not listed yet\n".into()
+            )
+        );
+        ctx.listed.store(true, Ordering::Relaxed);
+        // An optional API that is not served does not keep the controller from being ready.
+        assert!(!ctx.served.is_served(crate::apis::VOLUME_SNAPSHOTS));
         assert_eq!(respond("/readyz", Endpoints::Probes, &ctx).0, "200 OK");
         assert_eq!(respond("/metrics", Endpoints::Probes, &ctx).0, "404 Not Found");
         ctx.errors.store(3, Ordering::Relaxed);
@@ -142,6 +173,14 @@ mod tests {
         assert_eq!(status, "200 OK");
         assert!(
             body.contains("virtualization_controller_reconcile_errors_total 3\n"),
+            "{body}"
+        );
+        assert!(
+            body.contains("virtualization_controller_api_served{group=\"snapshot.storage.k8s.io\",version=\"v1\",resource=\"volumesnapshots\"} 0\n"),
+            "{body}"
+        );
+        assert!(
+            body.contains("virtualization_controller_api_served{group=\"kubevirt.io\",version=\"v1\",resource=\"virtualmachines\"} 1\n"),
             "{body}"
         );
         assert_eq!(respond("/healthz", Endpoints::Metrics, &ctx).0, "404 Not Found");

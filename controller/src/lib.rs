@@ -5,6 +5,8 @@
 //! `kube-api-rewriter` sidecar or by the rewriter's tower Layer inside the controller's own
 //! `kube::Client` ([`RewriterMode`]). The controller itself only knows KubeVirt's original names.
 
+pub mod apis;
+pub mod client;
 pub mod conditions;
 pub mod datapod;
 pub mod health;
@@ -56,14 +58,4 @@ pub enum RewriterMode {
     Embedded,
 }
 
-/// The controller's client for `config`: plain for [`RewriterMode::Sidecar`], with
-/// [`kube_api_rewriter_layer::RewriteLayer::kubevirt`] around its HTTP service for
-/// [`RewriterMode::Embedded`]. Call inside a tokio runtime.
-pub fn client(config: kube::Config, mode: RewriterMode) -> Result<kube::Client> {
-    Ok(match mode {
-        RewriterMode::Sidecar => kube::Client::try_from(config)?,
-        RewriterMode::Embedded => kube::client::ClientBuilder::try_from(config)?
-            .with_layer(&kube_api_rewriter_layer::RewriteLayer::kubevirt())
-            .build(),
-    })
-}
+pub use client::client;

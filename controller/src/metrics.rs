@@ -4,7 +4,9 @@
 //! disks (`d8_virtualization_virtualdisk_status_phase`) and images
 //! (`d8_virtualization_virtualimage_status_phase`), disk and VM snapshots
 //! (`..._virtualdisksnapshot_status_phase`, `..._virtualmachinesnapshot_status_phase`) and
-//! attachments (`..._virtualmachineblockdeviceattachment_status_phase`). All are read at scrape time from the
+//! attachments (`..._virtualmachineblockdeviceattachment_status_phase`), and
+//! `virtualization_controller_api_served{group,version,resource}` for each API it uses
+//! ([`crate::apis`]). All are read at scrape time from the
 //! controller's own state (its caches), so nothing goes stale when an object is deleted.
 
 use kube::ResourceExt as _;
@@ -168,7 +170,12 @@ pub struct Rows {
     pub vm_snapshots: Vec<ObjectRow>,
     /// Attachments with a phase.
     pub attachments: Vec<ObjectRow>,
+    /// The APIs the controller uses, with whether they are served (`None`: not asked yet).
+    pub apis: Vec<(crate::apis::ApiName, Option<bool>)>,
 }
+
+/// The served-API gauge's name.
+pub const API_SERVED_METRIC: &str = "virtualization_controller_api_served";
 
 /// The values of one scrape.
 #[derive(Debug)]
@@ -261,7 +268,23 @@ impl Collector for Snapshot {
             "The phase of a VirtualMachineBlockDeviceAttachment: one series per phase, 1 for the current one.",
             &self.0.attachments,
             &AttachmentPhase::ALL.map(|p| p.as_str().to_owned()),
-        )
+        )?;
+        let mut metric = encoder.encode_descriptor(
+            API_SERVED_METRIC,
+            "Whether the cluster serves an API the controller uses: 1 served, 0 not (an optional API's features wait, a required one keeps the controller unready); absent until discovery was asked.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (api, served) in &self.0.apis {
+            let Some(served) = served else { continue };
+            let labels = [
+                ("group", api.group),
+                ("version", api.version),
+                ("resource", api.resource),
+            ];
+            ConstGauge::new(i64::from(*served)).encode(metric.encode_family(&labels)?)?;
+        }
+        Ok(())
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod data;
 pub mod pool;
+mod ready;
 pub mod report;
 mod run;
 pub mod vd;
@@ -40,8 +41,12 @@ pub struct Context {
     pub client: Client,
     /// Reconciles that returned an error.
     pub errors: AtomicU64,
-    /// Set once every watched resource could be listed.
-    pub ready: AtomicBool,
+    /// Set once every watched resource of a served API could be listed.
+    pub listed: AtomicBool,
+    /// Why not everything could be listed yet, when it could not: the last failure.
+    pub not_listed: std::sync::Mutex<Option<String>>,
+    /// Which of the APIs the controller uses are served ([`crate::apis`]).
+    pub served: Arc<crate::apis::Served>,
     /// The VM controller's cache, once it runs: what the phase metric shows.
     pub vms: std::sync::OnceLock<kube::runtime::reflector::Store<crate::resources::VirtualMachine>>,
     /// The disk controller's cache, once it runs.
@@ -89,7 +94,9 @@ impl Context {
         Arc::new(Context {
             client,
             errors: AtomicU64::new(0),
-            ready: AtomicBool::new(false),
+            listed: AtomicBool::new(false),
+            not_listed: std::sync::Mutex::new(None),
+            served: Arc::default(),
             vms: std::sync::OnceLock::new(),
             disks: std::sync::OnceLock::new(),
             images: std::sync::OnceLock::new(),
@@ -99,6 +106,23 @@ impl Context {
             data,
             snapshot_ready_timeout,
         })
+    }
+
+    /// `Ok` when the controller is ready (every required API served, every watched resource
+    /// listed once), else why not.
+    pub fn readiness(&self) -> std::result::Result<(), String> {
+        if let Some(why) = self.served.blocking() {
+            return Err(why);
+        }
+        if self.listed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let last = self
+            .not_listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        Err(last.unwrap_or_else(|| "the watched resources were not listed yet".to_owned()))
     }
 
     /// What `/metrics` shows now, with `errors` failed reconciles: VMs, disks and images of
@@ -130,6 +154,7 @@ impl Context {
             disk_snapshots: rows(self.disk_snapshots.get(), ObjectRow::of_disk_snapshot),
             vm_snapshots: rows(self.vm_snapshots.get(), ObjectRow::of_vm_snapshot),
             attachments: rows(self.attachments.get(), ObjectRow::of_attachment),
+            apis: self.served.rows(),
         }
     }
 
@@ -153,6 +178,7 @@ impl Context {
 pub fn error_policy<K: Resource<DynamicType = ()>>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.errors.fetch_add(1, Ordering::Relaxed);
     warn!(
+        group = %K::group(&()),
         kind = %K::kind(&()),
         namespace = obj.namespace().unwrap_or_default(),
         name = %obj.name_any(),

@@ -2,8 +2,6 @@
 //! that map related objects to it, run together until a shutdown signal.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use kube::ResourceExt as _;
 use tracing::warn;
@@ -13,14 +11,18 @@ use super::{
 };
 
 /// Runs the VirtualMachine, VirtualMachineOperation, VirtualDisk, VirtualImage, snapshot and
-/// attachment controllers until SIGTERM or
-/// Ctrl+C, then lets running reconciles finish. Sets [`Context::ready`] once every resource they watch
-/// could be listed.
+/// attachment controllers until SIGTERM or Ctrl+C, then lets running reconciles finish. Beside
+/// them, follows which APIs are served ([`crate::apis::follow`]) and sets [`Context::listed`]
+/// once every resource they watch could be listed.
 pub async fn run(ctx: Arc<Context>) {
     use futures::StreamExt as _;
     use kube::api::{Api, DynamicObject};
+    use kube::core::PartialObjectMeta;
     use kube::runtime::reflector::ObjectRef;
-    use kube::runtime::{Controller, watcher};
+    use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+
+    use super::ready::Watched;
+    use crate::apis::VOLUME_SNAPSHOTS;
 
     use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 
@@ -186,15 +188,34 @@ pub async fn run(ctx: Arc<Context>) {
     .shutdown_on_signal();
 
     // Snapshots: a disk snapshot follows its VolumeSnapshot, a VM snapshot its disk snapshots.
+    // VolumeSnapshots are an optional API: they are watched while it is served; meanwhile the
+    // disk snapshots wait (and say why).
+    let volume_snapshots = {
+        let served = ctx.served.clone();
+        let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(
+            client.clone(),
+            &vdsnapshot::volume_snapshot_resource(),
+        );
+        futures::stream::repeat(())
+            .then({
+                let served = served.clone();
+                move |()| {
+                    let served = served.clone();
+                    async move { served.wait_until(VOLUME_SNAPSHOTS, true).await }
+                }
+            })
+            .flat_map(move |()| {
+                let served = served.clone();
+                watcher(api.clone(), watcher::Config::default())
+                    .touched_objects()
+                    .take_until(async move { served.wait_until(VOLUME_SNAPSHOTS, false).await })
+            })
+    };
     let disk_snapshots = Controller::new(
         Api::<VirtualDiskSnapshot>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns_with(
-        Api::<DynamicObject>::all_with(client.clone(), &vdsnapshot::volume_snapshot_resource()),
-        vdsnapshot::volume_snapshot_resource(),
-        watcher::Config::default(),
-    )
+    .owns_stream_with(volume_snapshots, vdsnapshot::volume_snapshot_resource())
     .trigger_backoff(WatchBackoff::default())
     .shutdown_on_signal();
     let _ = ctx.disk_snapshots.set(disk_snapshots.store());
@@ -234,114 +255,90 @@ pub async fn run(ctx: Arc<Context>) {
     .trigger_backoff(WatchBackoff::default())
     .shutdown_on_signal();
 
-    let ready = {
-        let ctx = ctx.clone();
-        let pool_api = Api::<VirtualMachinePool>::all(client.clone());
-        let (a, b) = (
-            Api::<VirtualMachine>::all(client.clone()),
-            Api::<VirtualMachineOperation>::all(client.clone()),
-        );
-        let (c, d) = (kvvms(), vmis());
-        let (e, f, g) = (
-            Api::<VirtualDisk>::all(client.clone()),
-            Api::<VirtualMachineClass>::all(client.clone()),
-            Api::<PersistentVolumeClaim>::all(client.clone()),
-        );
-        let (h, i) = (
-            Api::<VirtualImage>::all(client.clone()),
-            Api::<Pod>::all(client.clone()),
-        );
-        let (j, k, l, m) = (
-            Api::<VirtualDiskSnapshot>::all(client.clone()),
-            Api::<VirtualMachineSnapshot>::all(client.clone()),
+    let lp = || kube::api::ListParams::default();
+    let data_pods = || lp().labels(crate::datapod::DATA_LABEL);
+    let watched = vec![
+        Watched::new(Api::<VirtualMachine>::all(client.clone()), lp()),
+        Watched::new(Api::<VirtualMachineOperation>::all(client.clone()), lp()),
+        Watched::new(kvvms(), lp()),
+        Watched::new(vmis(), lp()),
+        Watched::new(Api::<VirtualDisk>::all(client.clone()), lp()),
+        Watched::new(Api::<VirtualMachineClass>::all(client.clone()), lp()),
+        Watched::new(Api::<PersistentVolumeClaim>::all(client.clone()), lp()),
+        Watched::new(Api::<VirtualImage>::all(client.clone()), lp()),
+        Watched::new(Api::<Pod>::all(client.clone()), data_pods()),
+        Watched::new(Api::<VirtualDiskSnapshot>::all(client.clone()), lp()),
+        Watched::new(Api::<VirtualMachineSnapshot>::all(client.clone()), lp()),
+        Watched::new(
             Api::<VirtualMachineBlockDeviceAttachment>::all(client.clone()),
+            lp(),
+        ),
+        Watched::new(
             Api::<DynamicObject>::all_with(client.clone(), &vdsnapshot::volume_snapshot_resource()),
-        );
-        async move {
-            // Not `Store::wait_until_ready`: its oneshot keeps one waker, and the controller's
-            // own runner waits on it.
-            let lp = kube::api::ListParams::default().limit(1);
-            loop {
-                let listed = futures::future::try_join4(
-                    futures::future::try_join4(
-                        a.list_metadata(&lp),
-                        b.list_metadata(&lp),
-                        c.list_metadata(&lp),
-                        d.list_metadata(&lp),
-                    ),
-                    futures::future::try_join5(
-                        e.list_metadata(&lp),
-                        f.list_metadata(&lp),
-                        g.list_metadata(&lp),
-                        h.list_metadata(&lp),
-                        i.list_metadata(&lp.clone().labels(crate::datapod::DATA_LABEL)),
-                    ),
-                    futures::future::try_join4(
-                        j.list_metadata(&lp),
-                        k.list_metadata(&lp),
-                        l.list_metadata(&lp),
-                        m.list_metadata(&lp),
-                    ),
-                    pool_api.list_metadata(&lp),
-                )
-                .await;
-                match listed {
-                    Ok(_) => break,
-                    Err(e) => warn!(error = %e, "not ready"),
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            ctx.ready.store(true, Ordering::Relaxed);
-            tracing::info!("every watched resource listed, ready");
-        }
-    };
+            lp(),
+        )
+        .optional(VOLUME_SNAPSHOTS),
+        Watched::new(Api::<VirtualMachinePool>::all(client.clone()), lp()),
+    ];
+    let ready = super::ready::wait_listed(ctx.clone(), watched);
+    let apis = tokio::spawn(crate::apis::follow(
+        client.clone(),
+        ctx.served.clone(),
+        crate::apis::Intervals::default(),
+    ));
     let vms = vms
         .run(vm::reconcile, error_policy, ctx.clone())
-        .for_each(log_result);
+        .for_each(log_result("VirtualMachine"));
     let ops = ops
         .run(vmop::reconcile, error_policy, ctx.clone())
-        .for_each(log_result);
+        .for_each(log_result("VirtualMachineOperation"));
     let disks = disks
         .run(vd::reconcile, error_policy, ctx.clone())
-        .for_each(log_result);
+        .for_each(log_result("VirtualDisk"));
     let _ = ctx.images.set(images.store());
     let images = images
         .run(vi::reconcile, error_policy, ctx.clone())
-        .for_each(log_result);
+        .for_each(log_result("VirtualImage"));
     let pools = pools
         .run(pool::reconcile, error_policy, ctx.clone())
-        .for_each(log_result);
+        .for_each(log_result("VirtualMachinePool"));
     let ready = tokio::spawn(ready);
     let disk_snapshots = disk_snapshots
         .run(vdsnapshot::reconcile, error_policy, ctx.clone())
-        .for_each(log_result);
+        .for_each(log_result("VirtualDiskSnapshot"));
     let vm_snapshots = vm_snapshots
         .run(vmsnapshot::reconcile, error_policy, ctx.clone())
-        .for_each(log_result);
+        .for_each(log_result("VirtualMachineSnapshot"));
     let attachments = attachments
         .run(vmbda::reconcile, error_policy, ctx.clone())
-        .for_each(log_result);
+        .for_each(log_result("VirtualMachineBlockDeviceAttachment"));
     futures::future::join(
         futures::future::join5(vms, ops, disks, images, pools),
         futures::future::join3(disk_snapshots, vm_snapshots, attachments),
     )
     .await;
     ready.abort();
+    apis.abort();
 }
 
-/// Logs one result of a controller's stream.
+/// Logs one result of the stream of the controller of `kind`. A watch's error names the
+/// request that failed (the client's [`crate::client::RequestContextLayer`]).
 fn log_result<T: std::fmt::Debug>(
-    r: std::result::Result<T, kube::runtime::controller::Error<Error, kube::runtime::watcher::Error>>,
+    kind: &'static str,
+) -> impl FnMut(
+    std::result::Result<T, kube::runtime::controller::Error<Error, kube::runtime::watcher::Error>>,
 ) -> futures::future::Ready<()> {
-    match r {
-        Ok(obj) => tracing::debug!(?obj, "reconciled"),
-        // A failed reconcile was logged by the error policy.
-        Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
-        // A KubeVirt object naming a VM that does not exist (a label edited by hand).
-        Err(e @ kube::runtime::controller::Error::ObjectNotFound(..)) => {
-            tracing::debug!(error = %e, "controller")
+    move |r| {
+        match r {
+            Ok(obj) => tracing::debug!(controller = kind, ?obj, "reconciled"),
+            // A failed reconcile was logged by the error policy.
+            Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+            // A KubeVirt object naming a VM that does not exist (a label edited by hand).
+            Err(e @ kube::runtime::controller::Error::ObjectNotFound(..)) => {
+                tracing::debug!(controller = kind, error = %e, "no such object")
+            }
+            Err(e) => warn!(controller = kind, error = %e, "watch failed"),
         }
-        Err(e) => warn!(error = %e, "controller"),
+        futures::future::ready(())
     }
-    futures::future::ready(())
 }

@@ -1,7 +1,9 @@
 //! Reconcile of a `VirtualDiskSnapshot`: once its disk is ready, a `VolumeSnapshot` of the
 //! disk's claim (same name, owned by the snapshot, so the garbage collector deletes it with the
 //! snapshot); `Ready` when the storage reports it ready to use, `Failed` when it reports an error
-//! or is not ready within the ready timeout.
+//! or is not ready within the ready timeout of its creation. While the cluster does not serve
+//! VolumeSnapshots (an optional API, [`crate::apis`]) the snapshot waits, `Pending` with the
+//! reason [`NOT_SERVED_REASON`], and is taken once it does.
 //!
 //! Consistency: a disk in use by a running VM cannot be taken consistently on its own. A
 //! snapshot of a `VirtualMachineSnapshot` leaves that to it (it froze the guest, and says so
@@ -19,6 +21,7 @@ use tracing::{info, instrument};
 
 use super::Context;
 use super::report::write_status;
+use crate::apis::{NOT_SERVED_REASON, VOLUME_SNAPSHOTS};
 use crate::conditions::{self, condition};
 use crate::resources::{
     BlockDeviceKind, Condition, DiskPhase, SnapshotPhase, VirtualDisk, VirtualDiskSnapshot,
@@ -254,7 +257,27 @@ pub fn status(
     new
 }
 
-/// How long after its creation a snapshot may still become ready.
+/// What `readiness` becomes while [`VOLUME_SNAPSHOTS`] is not served: a snapshot that could be
+/// taken waits, with the reason [`NOT_SERVED_REASON`] and a message naming the API.
+pub fn api_not_served(readiness: Readiness) -> Readiness {
+    match readiness {
+        Readiness::Take { .. } => Readiness::Wait {
+            disk_ready: true,
+            reason: NOT_SERVED_REASON,
+            message: not_served_message(),
+        },
+        wait => wait,
+    }
+}
+
+/// Why a snapshot waits while [`VOLUME_SNAPSHOTS`] is not served.
+pub fn not_served_message() -> String {
+    format!(
+        "the cluster does not serve {VOLUME_SNAPSHOTS} (the VolumeSnapshot CRD, installed with a CSI snapshot controller); the snapshot is taken once it does"
+    )
+}
+
+/// How long after the VolumeSnapshot was created (`created`) it may still become ready.
 fn remaining(
     created: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     timeout: Duration,
@@ -278,7 +301,9 @@ pub async fn reconcile(vds: Arc<VirtualDiskSnapshot>, ctx: Arc<Context>) -> Resu
     }
     let api: Api<VirtualDiskSnapshot> = Api::namespaced(ctx.client.clone(), &ns);
     let vss = Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ns, &volume_snapshot_resource());
-    let mut vs = vss.get_opt(&name).await?;
+    // Not served: the snapshot waits, and says why, until it is (asked again below).
+    let served = ctx.served.is_served(VOLUME_SNAPSHOTS);
+    let mut vs = if served { vss.get_opt(&name).await? } else { None };
     let disk = Api::<VirtualDisk>::namespaced(ctx.client.clone(), &ns)
         .get_opt(&vds.spec.virtual_disk_name)
         .await?;
@@ -297,13 +322,17 @@ pub async fn reconcile(vds: Arc<VirtualDiskSnapshot>, ctx: Arc<Context>) -> Resu
                 .items
         }
     };
-    let ready = readiness(&vds, disk.as_ref(), &vms);
+    let mut ready = readiness(&vds, disk.as_ref(), &vms);
+    if !served {
+        ready = api_not_served(ready);
+    }
     if let (None, Readiness::Take { claim, .. }) = (&vs, &ready) {
         let obj: DynamicObject = serde_json::from_value(volume_snapshot(&vds, &uid, claim))?;
         vs = Some(vss.create(&PostParams::default(), &obj).await?);
         info!(volume_snapshot = %name, %claim, "VolumeSnapshot created");
     }
-    let left = remaining(vds.meta().creation_timestamp.as_ref(), ctx.snapshot_ready_timeout);
+    let taken_at = vs.as_ref().and_then(|v| v.metadata.creation_timestamp.as_ref());
+    let left = remaining(taken_at, ctx.snapshot_ready_timeout);
     let state = vs.as_ref().map(taken);
     let new = status(
         &old,
@@ -421,6 +450,40 @@ mod tests {
         assert_eq!(
             readiness(&child, Some(&ready), &[vm(VmPhase::Running)]),
             take(true)
+        );
+    }
+
+    #[test]
+    fn without_the_volume_snapshot_api_a_snapshot_waits_and_names_it() {
+        let take = readiness(&vds(false), Some(&disk(DiskPhase::Ready)), &[]);
+        let wait = api_not_served(take);
+        let st = status(&Default::default(), &wait, None, false, "snap", Some(1), "t");
+        assert_eq!(st.phase, Some(SnapshotPhase::Pending));
+        assert_eq!(st.volume_snapshot_name, None);
+        let ready = crate::conditions::find(&st.conditions, READY).expect("Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", NOT_SERVED_REASON)
+        );
+        assert!(
+            ready
+                .message
+                .contains("volumesnapshots.snapshot.storage.k8s.io/v1"),
+            "{ready:?}"
+        );
+        let disk_ready = crate::conditions::find(&st.conditions, VIRTUAL_DISK_READY).expect("disk");
+        assert_eq!(disk_ready.status, "True");
+        // A disk that is not ready is said first.
+        let wait = api_not_served(readiness(&vds(false), None, &[]));
+        assert!(
+            matches!(
+                wait,
+                Readiness::Wait {
+                    reason: "VirtualDiskNotFound",
+                    ..
+                }
+            ),
+            "{wait:?}"
         );
     }
 

@@ -3,7 +3,9 @@
 //! (`freeze` on the subresources API, which virt-api hands to virt-handler) and thawed once
 //! every disk snapshot is ready to use, or once the snapshot failed. While the guest may be
 //! frozen the snapshot carries [`FROZEN_ANNOTATION`] and [`FINALIZER`]: the thaw is retried until
-//! it succeeds or the VM is gone, also when the snapshot is deleted meanwhile.
+//! it succeeds or the VM is gone, also when the snapshot is deleted meanwhile. While the
+//! cluster does not serve VolumeSnapshots ([`crate::apis`]) nothing is frozen or taken: the
+//! snapshot waits, `Pending` with the reason [`NOT_SERVED_REASON`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use tracing::{info, instrument, warn};
 use super::Context;
 use super::report::write_status;
 use super::vdsnapshot::CONSISTENT_ANNOTATION;
+use crate::apis::{NOT_SERVED_REASON, VOLUME_SNAPSHOTS};
 use crate::conditions::{self, condition};
 use crate::resources::{
     BlockDeviceKind, DiskPhase, SnapshotPhase, VirtualDisk, VirtualDiskSnapshot, VirtualDiskSnapshotSpec,
@@ -257,6 +260,22 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
         "Ready",
         "the VM's disks are ready".into(),
     );
+    if !started && !ctx.served.is_served(VOLUME_SNAPSHOTS) {
+        // Nothing frozen, nothing taken: the disk snapshots could not be.
+        new.phase = Some(SnapshotPhase::Pending);
+        new.conditions = vec![
+            vm_cond,
+            disks_cond,
+            cond(
+                READY,
+                false,
+                NOT_SERVED_REASON,
+                super::vdsnapshot::not_served_message(),
+            ),
+        ];
+        write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
     let freeze = state == Guest::Running && vms.spec.required_consistency;
     if freeze && !started {
         // Recorded before the freeze: a freeze that half-happened is thawed too.

@@ -275,27 +275,8 @@ impl Env {
         eprintln!("--- mode {}", mode.name());
         let t = Instant::now();
         let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let kubeconfig = match mode {
-                Mode::Sidecar => self.sidecar.kubeconfig.clone(),
-                Mode::Embedded => PathBuf::from(self.cp.kubeconfig()),
-            };
-            let data = [
-                ("POD_NAMESPACE", CONTROLLER_NS.to_owned()),
-                ("DVCR_ADDRESS", self.dvcr.address.clone()),
-                ("DATA_POD_NODE_SELECTOR", format!("{DATA_NODE_LABEL}=true")),
-                ("DATA_POD_IMAGE", "virtualization-dvcr:dev".to_owned()),
-                // Short, so the case of a snapshot that never gets ready ends soon.
-                ("SNAPSHOT_READY_TIMEOUT", SNAPSHOT_READY_TIMEOUT.to_owned()),
-            ];
-            *lock(&self.ctl) = Some(ControllerProc::start(&self.cp.dir, &kubeconfig, mode, &data));
-            self.wait("controller /readyz 200", || {
-                let mut c = self.ctl();
-                if !c.alive() {
-                    panic!("controller exited:\n{}", c.logs());
-                }
-                let code = c.get(c.health_port, "/readyz");
-                if code == "200" { Ok(()) } else { Err(code) }
-            });
+            self.start_controller(mode);
+            self.wait_ready();
         }));
         if let Err(e) = started {
             let why = panic_message(&*e);
@@ -304,6 +285,49 @@ impl Env {
         }
         eprintln!("--- {} controller ready in {:?}", mode.name(), t.elapsed());
         Ok(())
+    }
+
+    /// Stops the controller and starts a new one in `mode`, without waiting for it to be ready.
+    pub fn restart_unready(&self, mode: Mode) {
+        *lock(&self.ctl) = None;
+        *lock(&self.mode) = mode;
+        self.start_controller(mode);
+    }
+
+    /// Starts the controller in `mode` (none may run).
+    fn start_controller(&self, mode: Mode) {
+        let kubeconfig = match mode {
+            Mode::Sidecar => self.sidecar.kubeconfig.clone(),
+            Mode::Embedded => PathBuf::from(self.cp.kubeconfig()),
+        };
+        let data = [
+            ("POD_NAMESPACE", CONTROLLER_NS.to_owned()),
+            ("DVCR_ADDRESS", self.dvcr.address.clone()),
+            ("DATA_POD_NODE_SELECTOR", format!("{DATA_NODE_LABEL}=true")),
+            ("DATA_POD_IMAGE", "virtualization-dvcr:dev".to_owned()),
+            // Short, so the case of a snapshot that never gets ready ends soon.
+            ("SNAPSHOT_READY_TIMEOUT", SNAPSHOT_READY_TIMEOUT.to_owned()),
+        ];
+        *lock(&self.ctl) = Some(ControllerProc::start(&self.cp.dir, &kubeconfig, mode, &data));
+    }
+
+    /// Waits until the controller answers `/readyz` with 200; panics when it exits.
+    pub fn wait_ready(&self) {
+        self.wait("controller /readyz 200", || {
+            let mut c = self.ctl();
+            if !c.alive() {
+                panic!("controller exited:\n{}", c.logs());
+            }
+            let code = c.get(c.health_port, "/readyz");
+            if code == "200" { Ok(()) } else { Err(code) }
+        });
+    }
+
+    /// The controller's `/readyz` body.
+    pub fn readyz(&self) -> String {
+        let port = self.ctl().health_port;
+        String::from_utf8_lossy(&curl(&["-s", &format!("http://127.0.0.1:{port}/readyz")]).stdout)
+            .into_owned()
     }
 
     /// The controller of the current mode, locked until the value is dropped.

@@ -39,6 +39,7 @@ mod metrics_auth;
 mod pool;
 mod resilience;
 mod snapshot;
+mod snapshot_api;
 mod vm;
 mod vmop;
 mod webhook;
@@ -75,6 +76,7 @@ const CASES: &[(&str, Case)] = &[
     ("import_failures", image::import_failures),
     ("snapshots", snapshot::snapshots),
     ("snapshot_timeout", snapshot::snapshot_timeout),
+    ("optional_snapshot_api", snapshot_api::optional_snapshot_api),
     ("hotplug", attach::hotplug),
     ("pools", pool::pools),
     ("webhook", webhook::webhook),

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::env::*;
 
 /// Two bound disks and a running VM `name` using them; returns their claims.
-fn running_vm_with_disks(env: &Env, ns: &str, name: &str) -> Vec<String> {
+pub fn running_vm_with_disks(env: &Env, ns: &str, name: &str) -> Vec<String> {
     let mut claims = Vec::new();
     for d in ["root", "data"] {
         let disk = format!("{name}-{d}");
@@ -57,7 +57,7 @@ fn snapshot(env: &Env, ns: &str, name: &str, vm: &str) -> Value {
 }
 
 /// The actions the virt-handler double was asked for VMI `ns/vm`, in order.
-fn handler_actions(env: &Env, ns: &str, vm: &str) -> Vec<String> {
+pub fn handler_actions(env: &Env, ns: &str, vm: &str) -> Vec<String> {
     env.handler.calls(ns, vm).into_iter().map(|c| c.action).collect()
 }
 
