@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mb=${1:-10}
 command -v valgrind >/dev/null || { echo "bench-instructions.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
-cargo build -q --release -j2 -p kube-api-rewriter-benches --bin gen_list --bin stream_list --bin skip_json
+cargo build --locked -q --release -j2 -p kube-api-rewriter-benches --bin gen_list --bin stream_list --bin skip_json
 TARGET=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin=$TARGET/release
 work=$(mktemp -d "${TMPDIR:-/tmp}/kar-instructions.XXXXXX")

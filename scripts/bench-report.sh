@@ -61,8 +61,8 @@ TARGET=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_direc
 
 if want engine; then
   step engine
-  cargo bench -j2 -p kube-api-rewriter-benches --bench engine > "$logs/engine.criterion.log" 2>&1
-  cargo run -q --release -j2 -p kube-api-rewriter-benches --bin engine_report -- "$TARGET/criterion" > "$logs/engine.log"
+  cargo bench --locked -j2 -p kube-api-rewriter-benches --bench engine > "$logs/engine.criterion.log" 2>&1
+  cargo run --locked -q --release -j2 -p kube-api-rewriter-benches --bin engine_report -- "$TARGET/criterion" > "$logs/engine.log"
   ran+=(engine)
 fi
 if want instructions; then
@@ -82,12 +82,12 @@ if want subresources; then
 fi
 if want vm200; then
   step vm200
-  cargo bench -j2 -p virtualization-controller --bench vm200 > "$logs/vm200.log"
+  cargo bench --locked -j2 -p virtualization-controller --bench vm200 > "$logs/vm200.log"
   ran+=(vm200)
 fi
 if want dvcr; then
   step dvcr
-  cargo bench -j2 -p virtualization-dvcr --bench import > "$logs/dvcr.log"
+  cargo bench --locked -j2 -p virtualization-dvcr --bench import > "$logs/dvcr.log"
   ran+=(dvcr)
 fi
 if want load; then

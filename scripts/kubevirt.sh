@@ -516,7 +516,7 @@ prepare() {
   REWRITER=${KUBE_API_REWRITER_BIN:-$REPO/target/debug/kube-api-rewriter}
   if [[ ! -x $REWRITER ]]; then
     log "building kube-api-rewriter"
-    (cd "$REPO" && cargo build -q -p kube-api-rewriter-proxy --bin kube-api-rewriter) >&2
+    (cd "$REPO" && cargo build --locked -q -p kube-api-rewriter-proxy --bin kube-api-rewriter) >&2
   fi
   KUBEVIRT_BIN_DIR=${KUBEVIRT_BIN_DIR:-$("$SCRIPT_DIR/go-build.sh" kubevirt)}
   KWOK_DIR=${KWOK_DIR:-$("$SCRIPT_DIR/go-build.sh" kwok)}

@@ -16,7 +16,7 @@ dir=release
 [[ $profile == dev ]] && dir=debug
 KUBE_BIN_DIR=${KUBE_BIN_DIR:-$(scripts/go-build.sh kubernetes ${KUBE_VERSION:+"$KUBE_VERSION"})}
 export KUBE_BIN_DIR
-cargo build -j2 --profile "$profile" -p kube-api-rewriter-proxy --bin kube-api-rewriter -p kube-api-rewriter-load --bin kar-load
+cargo build --locked -j2 --profile "$profile" -p kube-api-rewriter-proxy --bin kube-api-rewriter -p kube-api-rewriter-load --bin kar-load
 export KUBE_API_REWRITER_BIN=$PWD/target/$dir/kube-api-rewriter
 # The driver holds thousands of sockets: raise the soft open-file limit here too (it also
 # raises its own, as the proxy does).

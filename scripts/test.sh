@@ -47,7 +47,7 @@ cargo fmt --all -- --check
 cargo fmt --manifest-path examples/kubevirt-operator/Cargo.toml -- --check
 
 step "cargo clippy --all-targets -D warnings"
-cargo clippy -j"$jobs" --workspace --all-targets -- -D warnings
+cargo clippy --locked -j"$jobs" --workspace --all-targets -- -D warnings
 
 step "core builds without tokio, hyper or tower (sans-I/O boundary)"
 if cargo tree -p kube-api-rewriter -e normal --prefix none | grep -E '^(tokio|hyper|tower|h2) ' ; then
@@ -70,17 +70,17 @@ if cargo tree -p kube-api-rewriter-tls -e normal,build --prefix none | grep -E '
 fi
 
 step "cargo doc (warnings denied)"
-RUSTDOCFLAGS="-D warnings" cargo doc -j"$jobs" --workspace --no-deps
+RUSTDOCFLAGS="-D warnings" cargo doc --locked -j"$jobs" --workspace --no-deps
 
 step "cargo build --examples (the end-to-end tests run the tower-layer example)"
-cargo build -j"$jobs" --workspace --examples
+cargo build --locked -j"$jobs" --workspace --examples
 
 step "cargo test --workspace"
-cargo test -j"$jobs" --workspace --all-targets
-cargo test -j"$jobs" --workspace --doc
+cargo test --locked -j"$jobs" --workspace --all-targets
+cargo test --locked -j"$jobs" --workspace --doc
 
 step "example operator outside the workspace (its own k8s-openapi version, the Layer by path)"
 # Built into the workspace's target directory, so the dependencies both share compile once.
 example=(--manifest-path examples/kubevirt-operator/Cargo.toml --target-dir target)
-cargo clippy -j"$jobs" "${example[@]}" --all-targets -- -D warnings
-cargo test -j"$jobs" "${example[@]}"
+cargo clippy --locked -j"$jobs" "${example[@]}" --all-targets -- -D warnings
+cargo test --locked -j"$jobs" "${example[@]}"

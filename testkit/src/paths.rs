@@ -27,7 +27,7 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
         let release = profile_dir.file_name().is_some_and(|n| n == "release");
         let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         c.current_dir(workspace())
-            .args(["build", "-p", package, "--bin", bin]);
+            .args(["build", "--locked", "-p", package, "--bin", bin]);
         if release {
             c.arg("--release");
         }
