@@ -309,7 +309,7 @@ pub(crate) fn status(pool: &VirtualMachinePool, plan: &Plan, now: &str) -> Virtu
 }
 
 /// Reconciles one pool, again from a fresh copy when a write meets a conflict.
-#[instrument(skip_all, fields(namespace = pool.namespace().unwrap_or_default(), name = %pool.name_any()))]
+#[instrument(skip_all, fields(resource = "virtualmachinepools.virtualization.deckhouse.io", namespace = pool.namespace().unwrap_or_default(), name = %pool.name_any()))]
 pub async fn reconcile(pool: Arc<VirtualMachinePool>, ctx: Arc<Context>) -> Result<Action> {
     let ns = pool.namespace().ok_or(Error::Missing("metadata.namespace"))?;
     let name = pool.name_any();

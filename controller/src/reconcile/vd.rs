@@ -141,7 +141,7 @@ pub fn data_status(
 }
 
 /// Reconciles one disk.
-#[instrument(skip_all, fields(namespace = vd.namespace().unwrap_or_default(), name = %vd.name_any()))]
+#[instrument(skip_all, fields(resource = "virtualdisks.virtualization.deckhouse.io", namespace = vd.namespace().unwrap_or_default(), name = %vd.name_any()))]
 pub async fn reconcile(vd: Arc<VirtualDisk>, ctx: Arc<Context>) -> Result<Action> {
     let ns = vd.namespace().ok_or(Error::Missing("metadata.namespace"))?;
     let name = vd.name_any();

@@ -289,7 +289,7 @@ fn remaining(
 }
 
 /// Reconciles one disk snapshot.
-#[instrument(skip_all, fields(namespace = vds.namespace().unwrap_or_default(), name = %vds.name_any()))]
+#[instrument(skip_all, fields(resource = "virtualdisksnapshots.virtualization.deckhouse.io", namespace = vds.namespace().unwrap_or_default(), name = %vds.name_any()))]
 pub async fn reconcile(vds: Arc<VirtualDiskSnapshot>, ctx: Arc<Context>) -> Result<Action> {
     let ns = vds.namespace().ok_or(Error::Missing("metadata.namespace"))?;
     let name = vds.name_any();

@@ -94,7 +94,7 @@ async fn write_status(api: &Api<VirtualImage>, name: &str, new: &VirtualImageSta
 }
 
 /// Reconciles one image.
-#[instrument(skip_all, fields(namespace = vi.namespace().unwrap_or_default(), name = %vi.name_any()))]
+#[instrument(skip_all, fields(resource = "virtualimages.virtualization.deckhouse.io", namespace = vi.namespace().unwrap_or_default(), name = %vi.name_any()))]
 pub async fn reconcile(vi: Arc<VirtualImage>, ctx: Arc<Context>) -> Result<Action> {
     let ns = vi.namespace().ok_or(Error::Missing("metadata.namespace"))?;
     let name = vi.name_any();

@@ -150,7 +150,7 @@ async fn dependencies(vm: &VirtualMachine, ctx: &Context, ns: &str) -> Result<(D
 }
 
 /// Reconciles one VM, retrying at once on conflicts with a freshly read copy.
-#[instrument(skip_all, fields(namespace = vm.namespace().unwrap_or_default(), name = %vm.name_any()))]
+#[instrument(skip_all, fields(resource = "virtualmachines.virtualization.deckhouse.io", namespace = vm.namespace().unwrap_or_default(), name = %vm.name_any()))]
 pub async fn reconcile(vm: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Action> {
     let ns = vm.namespace().ok_or(Error::Missing("metadata.namespace"))?;
     let name = vm.name_any();

@@ -163,7 +163,7 @@ pub fn conflict(
 }
 
 /// Reconciles one attachment.
-#[instrument(skip_all, fields(namespace = vmbda.namespace().unwrap_or_default(), name = %vmbda.name_any()))]
+#[instrument(skip_all, fields(resource = "virtualmachineblockdeviceattachments.virtualization.deckhouse.io", namespace = vmbda.namespace().unwrap_or_default(), name = %vmbda.name_any()))]
 pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc<Context>) -> Result<Action> {
     let ns = vmbda.namespace().ok_or(Error::Missing("metadata.namespace"))?;
     let name = vmbda.name_any();

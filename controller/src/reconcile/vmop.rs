@@ -150,7 +150,7 @@ pub fn strategy_applied(kubevirt_run_strategy: Option<&str>, policy: RunPolicy) 
 
 /// Reconciles one operation. It reads the operation afresh first, so a Start or Stop is never
 /// sent twice from a stale cache.
-#[instrument(skip_all, fields(namespace = op.namespace().unwrap_or_default(), name = %op.name_any()))]
+#[instrument(skip_all, fields(resource = "virtualmachineoperations.virtualization.deckhouse.io", namespace = op.namespace().unwrap_or_default(), name = %op.name_any()))]
 pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> Result<Action> {
     let ns = op.namespace().ok_or(Error::Missing("metadata.namespace"))?;
     let ops: Api<VirtualMachineOperation> = Api::namespaced(ctx.client.clone(), &ns);

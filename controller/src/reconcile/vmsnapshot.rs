@@ -155,7 +155,7 @@ fn nothing_to_thaw(e: &Error) -> bool {
 }
 
 /// Reconciles one VM snapshot.
-#[instrument(skip_all, fields(namespace = vms.namespace().unwrap_or_default(), name = %vms.name_any()))]
+#[instrument(skip_all, fields(resource = "virtualmachinesnapshots.virtualization.deckhouse.io", namespace = vms.namespace().unwrap_or_default(), name = %vms.name_any()))]
 pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> Result<Action> {
     let ns = vms.namespace().ok_or(Error::Missing("metadata.namespace"))?;
     let name = vms.name_any();
