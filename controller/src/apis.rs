@@ -158,13 +158,16 @@ impl Served {
     /// served, or that discovery was not asked yet.
     pub fn blocking(&self) -> Option<String> {
         let state = self.state.borrow();
-        if state.iter().all(Option::is_none) {
+        let required = || {
+            USED.iter()
+                .zip(state.iter())
+                .filter(|(u, _)| u.need == Need::Required)
+        };
+        if required().any(|(_, s)| s.is_none()) {
             return Some("the served APIs were not discovered yet".to_owned());
         }
-        let missing: Vec<String> = USED
-            .iter()
-            .zip(state.iter())
-            .filter(|(u, s)| u.need == Need::Required && **s != Some(true))
+        let missing: Vec<String> = required()
+            .filter(|(_, s)| **s == Some(false))
             .map(|(u, _)| format!("{} ({})", u.name, u.from))
             .collect();
         (!missing.is_empty()).then(|| format!("required APIs not served: {}", missing.join(", ")))
@@ -196,11 +199,18 @@ impl Served {
 
     /// Records what discovery said of `USED[i]`; the previous value.
     fn set(&self, i: usize, served: bool) -> Option<bool> {
-        let mut old = None;
+        self.set_all(&[(i, served)])[0]
+    }
+
+    /// Records what discovery said of each `USED[i]` at once; the previous values.
+    fn set_all(&self, found: &[(usize, bool)]) -> Vec<Option<bool>> {
+        let mut old = Vec::with_capacity(found.len());
         self.state.send_if_modified(|s| {
-            old = s[i];
-            s[i] = Some(served);
-            old != Some(served)
+            for &(i, served) in found {
+                old.push(s[i]);
+                s[i] = Some(served);
+            }
+            old.iter().zip(found).any(|(o, (_, n))| *o != Some(*n))
         });
         old
     }
@@ -241,6 +251,8 @@ async fn check(client: &kube::Client, served: &Served) -> bool {
         by_gv.entry(u.name.group_version()).or_default().push(i);
     }
     let mut complete = true;
+    // Recorded together once every group was asked, so that no one sees a round half done.
+    let mut found = Vec::new();
     for (gv, apis) in by_gv {
         let resources = match client.list_api_group_resources(&gv).await {
             Ok(list) => list.resources.into_iter().map(|r| r.name).collect::<Vec<_>>(),
@@ -253,12 +265,13 @@ async fn check(client: &kube::Client, served: &Served) -> bool {
             }
         };
         for i in apis {
-            let u = &USED[i];
-            let now = resources.iter().any(|r| r == u.name.resource);
+            let now = resources.iter().any(|r| r == USED[i].name.resource);
             complete &= now;
-            let before = served.set(i, now);
-            report(u, before, now);
+            found.push((i, now));
         }
+    }
+    for ((i, now), before) in found.iter().zip(served.set_all(&found)) {
+        report(&USED[*i], before, *now);
     }
     complete
 }

@@ -68,16 +68,23 @@ pub async fn run(client: Client, csi: Arc<Csi>) {
         watcher::Config::default(),
     )
     .boxed();
+    // A failing watch is said once, not at every retry (a case removes the CRDs for a while).
+    let mut last_error = String::new();
     while let Some(ev) = events.next().await {
         let vs = match ev {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
             Ok(_) => continue,
             Err(e) => {
-                eprintln!("CSI double: watch: {e}");
+                let e = e.to_string();
+                if e != last_error {
+                    eprintln!("CSI double: watch: {e} (retrying)");
+                    last_error = e;
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 continue;
             }
         };
+        last_error.clear();
         let (ns, name) = (vs.namespace().unwrap_or_default(), vs.name_any());
         if vs.data["status"]["readyToUse"] == true || csi.stalls(&ns, &name) {
             continue;
