@@ -141,8 +141,13 @@ fn mask(v: &mut Value) {
 fn mask_member(k: &str, x: &mut Value) {
     if VOLATILE.contains(&k) && !x.is_object() && !x.is_array() {
         *x = Value::String("*".into());
-    } else {
-        mask(x);
+        return;
+    }
+    mask(x);
+    // kube-apiserver orders managedFields entries by time, to the second: writes in one second
+    // or in two order them differently.
+    if let ("managedFields", Value::Array(entries)) = (k, x) {
+        entries.sort_by_cached_key(Value::to_string);
     }
 }
 
