@@ -3,6 +3,8 @@
 
 #[path = "corpus_cli.rs"]
 mod cli;
+#[path = "corpus_defects.rs"]
+pub mod defects;
 
 /// One request (or command) and what of the rules it touches.
 pub struct Case {
@@ -34,6 +36,12 @@ pub enum Step {
     KubeRs(KubeRsCase),
     /// What kube-apiserver holds, read past the sidecar (`kubectl get --raw` as admin).
     Upstream(String),
+    /// A request to the side's webhook listener, as kube-apiserver sends an AdmissionReview;
+    /// the answer also holds what the webhook double behind it received.
+    Webhook(Http),
+    /// A WebSocket upgrade through the side's client proxy, read raw until the connection
+    /// closes (or 5 s pass): the status line and every byte after the 101.
+    Upgrade(String),
 }
 
 pub struct Http {
@@ -43,6 +51,16 @@ pub struct Http {
     pub body: Option<String>,
     /// Asks for gzip and decodes it (`curl --compressed`).
     pub compressed: bool,
+    /// Compare only part of the JSON body, over one or more requests.
+    pub view: Option<View>,
+}
+
+/// Part of a JSON answer, asked `repeat` times: the answer becomes the distinct values `pick`
+/// found, in the order they first appeared (one value when the answers are stable).
+#[derive(Clone, Copy)]
+pub struct View {
+    pub repeat: usize,
+    pub pick: fn(&serde_json::Value) -> serde_json::Value,
 }
 
 /// What the kube-rs cases do (`kube_rs.rs`).
@@ -73,6 +91,8 @@ impl Case {
             Step::Kubectl { args, .. } => format!("kubectl {}", args.join(" ")),
             Step::KubeRs(c) => format!("kube-rs {c:?}"),
             Step::Upstream(path) => format!("kube-apiserver GET {path}"),
+            Step::Webhook(h) => format!("webhook listener: {} {}", h.method, h.path),
+            Step::Upgrade(path) => format!("GET {path} [Upgrade: websocket]"),
         }
     }
 }
@@ -125,6 +145,7 @@ fn req(
             headers: headers.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
             body: body.map(str::to_owned),
             compressed: false,
+            view: None,
         }),
     }
 }
@@ -139,6 +160,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(errors_and_plumbing());
     cases.extend(cli::kubectl_cases());
     cases.extend(cli::kube_rs_cases());
+    cases.extend(defects::cases());
     cases.extend(cleanup());
     cases
 }

@@ -7,14 +7,17 @@
 //! ```
 //!
 //! Each binary is started with the sidecar's environment (`KUBECONFIG`, `CLIENT_PROXY_ADDRESS`,
-//! `CLIENT_PROXY_PORT`, `MONITORING_BIND_ADDRESS`, `LOG_*`, plus `--a-env`/`--b-env`) on
-//! loopback. KubeVirt's CRDs are installed renamed, as Deckhouse installs them; each side works
-//! in a namespace of its own. Exit status: 0 when no unexpected difference was found (or the
+//! `CLIENT_PROXY_PORT`, `MONITORING_BIND_ADDRESS`, `LOG_*`; `WEBHOOK_ADDRESS` naming a webhook
+//! double of its own, its listener on `WEBHOOK_LISTEN_*` and the older `WEBHOOK_PROXY_*`; plus
+//! `--a-env`/`--b-env`) on loopback. KubeVirt's CRDs are installed renamed, as Deckhouse
+//! installs them; each side works in a namespace of its own. A Node whose kubelet is a double
+//! takes the Pods that upgrades reach. Exit status: 0 when no unexpected difference was found (or the
 //! `--expect` check holds), 1 otherwise.
 
 mod answer;
 mod compare;
 mod corpus;
+mod doubles;
 mod kube_rs;
 mod matchers;
 mod report;
@@ -25,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
-use kube_api_rewriter_testkit::{ControlPlane, ProxyProc, crd_fixtures, ok};
+use kube_api_rewriter_testkit::{ControlPlane, ProxyProc, crd_fixtures, free_port, kubectl_in, ok};
 
 use answer::Side;
 use compare::SIDES;
@@ -127,11 +130,17 @@ fn main() -> Result<ExitCode> {
     })
 }
 
-/// KubeVirt's CRDs, renamed, straight into kube-apiserver; the sides' namespaces with their
-/// default service accounts (a Pod needs one).
+/// KubeVirt's CRDs, renamed, straight into kube-apiserver, and the corpus's extra ones; the
+/// sides' namespaces with their default service accounts (a Pod needs one) and the objects the
+/// cases start from; a Node served by the kubelet double.
 fn install(cp: &ControlPlane) -> Result<()> {
     let renamed = crd_fixtures().join("renamed");
     ok(&cp.kubectl(&["apply", "-f", renamed.to_str().context("utf-8 path")?]));
+    ok(&kubectl_in(
+        cp.kubeconfig(),
+        &["apply", "-f", "-"],
+        corpus::defects::EXTRA_CRDS,
+    ));
     ok(&cp.kubectl(&[
         "wait",
         "--for",
@@ -154,6 +163,32 @@ fn install(cp: &ControlPlane) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(300));
     }
+    kubelet_node(cp)?;
+    for ns in SIDES {
+        let objects = corpus::defects::upstream_objects(ns);
+        ok(&kubectl_in(cp.kubeconfig(), &["create", "-f", "-"], &objects));
+    }
+    Ok(())
+}
+
+/// A Node whose kubelet (at 127.0.0.1, the port in its status) is the kubelet double.
+fn kubelet_node(cp: &ControlPlane) -> Result<()> {
+    let port = doubles::kubelet(&cp.dir)?;
+    let node = corpus::defects::KUBELET_NODE;
+    let manifest = format!(r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{node}"}}}}"#);
+    ok(&kubectl_in(cp.kubeconfig(), &["create", "-f", "-"], &manifest));
+    let status = format!(
+        r#"{{"status":{{"addresses":[{{"type":"InternalIP","address":"127.0.0.1"}}],"daemonEndpoints":{{"kubeletEndpoint":{{"Port":{port}}}}}}}}}"#
+    );
+    ok(&cp.kubectl(&[
+        "patch",
+        "node",
+        node,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ]));
     Ok(())
 }
 
@@ -165,7 +200,18 @@ fn side(
 ) -> Result<Side> {
     let dir = cp.dir.join(ns);
     std::fs::create_dir_all(&dir)?;
-    let mut env = vec![("KUBECONFIG", cp.kubeconfig()), ("LOG_LEVEL", "info")];
+    let (double, webhook_seen) = doubles::webhook();
+    let webhook_port = free_port();
+    let (target, port) = (format!("http://127.0.0.1:{double}"), webhook_port.to_string());
+    let mut env = vec![
+        ("KUBECONFIG", cp.kubeconfig()),
+        ("LOG_LEVEL", "info"),
+        ("WEBHOOK_ADDRESS", &target),
+        ("WEBHOOK_LISTEN_ADDRESS", "127.0.0.1"),
+        ("WEBHOOK_LISTEN_PORT", &port),
+        ("WEBHOOK_PROXY_ADDRESS", "127.0.0.1"),
+        ("WEBHOOK_PROXY_PORT", &port),
+    ];
     env.extend(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let proxy = ProxyProc::start_bin(bin, &dir, &env);
     let upstream = cp.kubeconfig().into();
@@ -174,5 +220,7 @@ fn side(
         ns,
         dir,
         upstream,
+        webhook_port,
+        webhook_seen,
     })
 }
