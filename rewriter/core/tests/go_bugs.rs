@@ -62,9 +62,10 @@ fn bug02_streaming_subresources_are_not_rewritten() {
     }
 }
 
-/// 3. A label map keeps `null` (Go made it `""`: a merge patch meant to remove a label set it
-/// empty). Its key order and characters are kept too; that Go sorts keys and escapes `<`, `>`,
-/// `&` is claimed as no defect: the JSON values are equal, and kube-apiserver sorts them anyway.
+/// 3. A label map keeps `null` (Go made it `""`: a patch removing a label set it empty).
+///
+/// Its key order and characters are kept too; that Go sorts keys and escapes `<`, `>` and `&`
+/// is claimed as no defect: the JSON values are equal, and kube-apiserver sorts keys anyway.
 #[test]
 fn bug03_label_maps_keep_null_order_and_text() {
     let rules = rules();
