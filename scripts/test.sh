@@ -79,6 +79,16 @@ step "cargo test --workspace"
 cargo test --locked -j"$jobs" --workspace --all-targets
 cargo test --locked -j"$jobs" --workspace --doc
 
+step "differential harness: the proxy against itself (no difference), and without rules (every case showing a renamed name differs)"
+cargo build -j"$jobs" -p kube-api-rewriter-testkit --bin sidecar_diff -p kube-api-rewriter-proxy --bin kube-api-rewriter
+bin_dir="${CARGO_TARGET_DIR:-target}/debug"
+empty_rules="$(mktemp)"
+printf 'rules: {}\n' >"$empty_rules"
+"$bin_dir/sidecar_diff" --a "$bin_dir/kube-api-rewriter" --b "$bin_dir/kube-api-rewriter" --expect same
+"$bin_dir/sidecar_diff" --a "$bin_dir/kube-api-rewriter" --b "$bin_dir/kube-api-rewriter" \
+  --b-env "RULES_PATH=$empty_rules" --expect renamed-differ
+rm -f "$empty_rules"
+
 step "example operator outside the workspace (its own k8s-openapi version, the Layer by path)"
 # Built into the workspace's target directory, so the dependencies both share compile once.
 example=(--manifest-path examples/kubevirt-operator/Cargo.toml --target-dir target)

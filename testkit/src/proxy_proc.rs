@@ -20,10 +20,16 @@ pub struct ProxyProc {
 impl ProxyProc {
     /// Starts the proxy with `env` on top of loopback ports and text logs; waits for `/healthz`.
     pub fn start(dir: &Path, env: &[(&str, &str)]) -> ProxyProc {
+        Self::start_bin(&rewriter_bin(), dir, env)
+    }
+
+    /// Like [`ProxyProc::start`], with another sidecar binary: anything that reads the
+    /// sidecar's environment (`CLIENT_PROXY_*`, `MONITORING_BIND_ADDRESS`, `LOG_*`, ...).
+    pub fn start_bin(bin: &Path, dir: &Path, env: &[(&str, &str)]) -> ProxyProc {
         let port = free_port();
         let mon_port = free_port();
         let log = dir.join(format!("proxy-{port}.log"));
-        let mut cmd = Command::new(rewriter_bin());
+        let mut cmd = Command::new(bin);
         cmd.env_remove("KUBERNETES_SERVICE_HOST")
             .env("CLIENT_PROXY_ADDRESS", "127.0.0.1")
             .env("CLIENT_PROXY_PORT", port.to_string())
