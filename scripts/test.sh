@@ -80,7 +80,7 @@ cargo test --locked -j"$jobs" --workspace --all-targets
 cargo test --locked -j"$jobs" --workspace --doc
 
 step "differential harness: the proxy against itself (no difference), and without rules (every case showing a renamed name differs)"
-cargo build -j"$jobs" -p kube-api-rewriter-testkit --bin sidecar_diff -p kube-api-rewriter-proxy --bin kube-api-rewriter
+cargo build --locked -j"$jobs" -p kube-api-rewriter-testkit --bin sidecar_diff -p kube-api-rewriter-proxy --bin kube-api-rewriter
 bin_dir="${CARGO_TARGET_DIR:-target}/debug"
 empty_rules="$(mktemp)"
 printf 'rules: {}\n' >"$empty_rules"
