@@ -198,6 +198,7 @@ impl Served {
     }
 
     /// Records what discovery said of `USED[i]`; the previous value.
+    #[cfg(test)]
     fn set(&self, i: usize, served: bool) -> Option<bool> {
         self.set_all(&[(i, served)])[0]
     }
