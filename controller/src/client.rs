@@ -5,9 +5,10 @@
 //! `404 page not found`, and kube-rs turns that into a `Status` that names nothing, so a
 //! controller's log said "404 page not found" and not which of its many lists failed. Errors
 //! from the transport (a refused connection) name nothing either. This layer keeps the answers
-//! kube-apiserver gives as a `Status` (they name what they concern), turns the others into a
-//! `Status` whose message names the verb, the resource with its group and version, and the
-//! namespace and name, and wraps transport errors the same way. How kube-rs classifies an
+//! kube-apiserver gives as a `Status` (they name what they concern, and callers match some by
+//! their message), turns the others, and a 404 `Status` that names nothing, into a `Status`
+//! whose message names the verb, the resource with its group and version, and the namespace and
+//! name, and wraps transport errors the same way. How kube-rs classifies an
 //! answer does not change: the `Status` keeps the code and carries no reason.
 
 use std::future::Future;
@@ -203,10 +204,12 @@ fn named_status(target: &Target, status: StatusCode, body: &[u8]) -> Option<Byte
     if let Ok(mut s) = serde_json::from_slice::<serde_json::Value>(body)
         && s["kind"] == "Status"
     {
-        // kube-apiserver's answer for a resource its group does not have names nothing
-        // ("the server could not find the requested resource"); the others do.
+        // kube-apiserver's 404 for a resource its group does not have names nothing ("the
+        // server could not find the requested resource"). Other answers are passed on as they
+        // are: callers match some by their message (a JSON patch that no longer applies is a
+        // 422 whose message is all it says).
         let names = s["details"]["kind"].is_string() || s["details"]["name"].is_string();
-        if names {
+        if names || status != StatusCode::NOT_FOUND {
             return None;
         }
         let message = s["message"].as_str().unwrap_or_default().to_owned();
@@ -363,6 +366,27 @@ mod tests {
             "list virtualdisks.virtualization.deckhouse.io/v1alpha2 in all namespaces: the server could not find the requested resource"
         );
         assert!(s.is_not_found());
+    }
+
+    #[tokio::test]
+    async fn an_unnamed_status_other_than_404_is_passed_on_as_it_is() {
+        let invalid = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "the server rejected our request due to an error in our request",
+            "reason": "Invalid", "code": 422});
+        let answer = Response::builder()
+            .status(422)
+            .body(Full::new(Bytes::from(invalid.to_string())))
+            .expect("response");
+        let err = through(
+            "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines/vm/status",
+            answer,
+        )
+        .await;
+        let kube::Error::Api(s) = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(s.message, invalid["message"]);
+        assert!(crate::reconcile::is_patch_conflict(&crate::Error::Kube(err)));
     }
 
     #[tokio::test]
