@@ -21,8 +21,8 @@
 #   DEMO_PROFILE  debug (default) or release
 #   CARGO_BUILD_JOBS  parallel build jobs (default 2)
 # On a fresh machine the first run builds Kubernetes, etcd, KubeVirt and kwok from Go modules once
-# (scripts/go-build.sh, cached under ~/.cache/kube-api-rewriter; about 13 minutes on 2 cores,
-# KubeVirt and kwok 7 of them), then the binaries with cargo.
+# (scripts/go-build.sh, cached under ~/.cache/kube-api-rewriter), then the binaries with cargo;
+# README.md says how long the first and later runs take. State and logs: $DEMO_DIR.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
