@@ -90,7 +90,7 @@ pub fn optional_snapshot_api(env: &Env) {
     let ctl = env.ctl();
     assert_eq!(ctl.get(ctl.health_port, "/readyz"), "503");
     drop(ctl);
-    let line = env.wait("the list of a required API that fails, named", || {
+    env.wait("the list of a required API that fails, named", || {
         env.logs()
             .lines()
             .find(|l| {
