@@ -12,10 +12,18 @@
 #      cores); the delay a lone watch event sees.
 # At the end it prints a Markdown report (for scripts/bench-report.sh).
 #
+# With --peer BIN, another sidecar binary that reads the same environment (KUBECONFIG,
+# CLIENT_PROXY_ADDRESS/PORT, MONITORING_BIND_ADDRESS with /readyz or /healthz) runs every
+# workload too, in the same run: LIST, watch, pass-through, a ConfigMap LIST the rules leave
+# unchanged, small GETs (added median and p99), CPU per GB, peak RSS; a second report
+# (report:proxy-peer) puts its figures beside the proxy's, or what it got wrong. The binary is
+# the caller's: nothing here builds it.
+#
 # Usage: scripts/bench-proxy.sh [bench_proxy options]
 #   --vms N (10000)  --events N (20000)  --list-mb N (200)  --double-events N (100000)
 #   --gets N (2000)  --repeat N (3)  --concurrency N (32)  --skip-double
-#   --burst-vms N (10000)  --lone-rounds N (20)  --only list,pass,watch,get,burst
+#   --burst-vms N (10000)  --lone-rounds N (20)  --only list,pass,unchanged,watch,get,burst
+#   --peer BIN  --peer-name NAME (peer: the peer column's name, such as its version)
 # Env: BENCH_SKIP_APISERVER=1 skips part 1 (no control plane).
 #
 # Release builds; everything binds 127.0.0.1; the control plane and the proxies it starts are

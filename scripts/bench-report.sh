@@ -7,11 +7,14 @@
 # Not in CI: a full run takes about half an hour on 2 cores, and figures need a quiet machine.
 #
 # Usage: scripts/bench-report.sh [--only engine,instructions,proxy,subresources,vm200,dvcr,load] [--logs DIR] [--from DIR]
+#                               [--peer BIN [--peer-name NAME]]
 #   --only   run these benchmarks only (their blocks are replaced, the others kept; the README's
 #            headline table is rewritten only by a run of all of them)
 #   --logs   keep each benchmark's whole output in DIR (default: a temporary directory)
 #   --from   run nothing: copy the reports of an earlier run's --logs DIR into this checkout's
 #            docs (a run from a clean clone at a fixed commit, while this one moves on)
+#   --peer   the proxy benchmark measures this sidecar binary too (scripts/bench-proxy.sh
+#            --peer); its comparison table replaces the `report:proxy-peer` block as well
 # Commit first: the commit the reports name is the checkout's, marked `+changes` when the
 # tracked files differ from it.
 set -euo pipefail
@@ -22,11 +25,14 @@ ALL=engine,instructions,proxy,subresources,vm200,dvcr,load
 only=$ALL
 logs=
 from=
+peer_args=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --logs) logs=${2:?--logs needs a directory}; shift 2 ;;
     --from) from=${2:?--from needs a directory}; shift 2 ;;
+    --peer) peer_args+=(--peer "${2:?--peer needs a binary}"); shift 2 ;;
+    --peer-name) peer_args+=(--peer-name "${2:?--peer-name needs a name}"); shift 2 ;;
     *) echo "bench-report.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -72,7 +78,7 @@ if want instructions; then
 fi
 if want proxy; then
   step proxy
-  scripts/bench-proxy.sh > "$logs/proxy.log"
+  scripts/bench-proxy.sh ${peer_args[@]+"${peer_args[@]}"} > "$logs/proxy.log"
   ran+=(proxy)
 fi
 if want subresources; then
@@ -116,6 +122,11 @@ for b in "${ran[@]}"; do
   block "$logs/$b.log" report "$b" > "$logs/$b.report.md"
   [[ -s $logs/$b.report.md ]] || { echo "bench-report.sh: $b printed no report (see $logs/$b.log)" >&2; exit 1; }
   splice docs/benchmarks.md "<!-- report:$b -->" "<!-- /report:$b -->" "$logs/$b.report.md"
+  # A peer's comparison, when the run measured one.
+  block "$logs/$b.log" report "$b-peer" > "$logs/$b-peer.report.md"
+  if [[ -s $logs/$b-peer.report.md ]]; then
+    splice docs/benchmarks.md "<!-- report:$b-peer -->" "<!-- /report:$b-peer -->" "$logs/$b-peer.report.md"
+  fi
 done
 
 if [[ $only == norun ]]; then

@@ -8,6 +8,9 @@ use kube_api_rewriter_testkit::vm::Vm;
 /// The settings of a run.
 pub(crate) struct Args {
     pub(crate) proxy_bin: PathBuf,
+    /// Another sidecar binary measured beside the proxy (`--peer`), and its column's name.
+    pub(crate) peer: Option<PathBuf>,
+    pub(crate) peer_name: String,
     pub(crate) kubeconfig: Option<PathBuf>,
     pub(crate) crd: PathBuf,
     pub(crate) work_dir: PathBuf,
@@ -31,12 +34,24 @@ impl Args {
             .as_deref()
             .is_none_or(|o| o.split(',').any(|s| s == section))
     }
+
+    /// The watch flag of the watches' query: `watch=1`, or with a peer `watch=true` (what
+    /// client-go sends: a sidecar that takes only that for a watch is still measured).
+    pub(crate) fn watch_flag(&self) -> &'static str {
+        if self.peer.is_some() {
+            "watch=true"
+        } else {
+            "watch=1"
+        }
+    }
 }
 
 /// The settings from the command line (`--print-vm` prints a VM and exits).
 pub(crate) fn args() -> Result<Args> {
     let mut a = Args {
         proxy_bin: PathBuf::from("target/release/kube-api-rewriter"),
+        peer: None,
+        peer_name: "peer".to_owned(),
         kubeconfig: None,
         // The repository's testdata.
         crd: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -70,6 +85,8 @@ pub(crate) fn args() -> Result<Args> {
         let n = || v.parse::<usize>().map_err(|e| format!("{k} {v}: {e}"));
         match k.as_str() {
             "--proxy-bin" => a.proxy_bin = PathBuf::from(&v),
+            "--peer" => a.peer = Some(PathBuf::from(&v)),
+            "--peer-name" => a.peer_name = v.clone(),
             "--kubeconfig" => a.kubeconfig = Some(PathBuf::from(&v)).filter(|p| !p.as_os_str().is_empty()),
             "--crd" => a.crd = PathBuf::from(&v),
             "--work-dir" => a.work_dir = PathBuf::from(&v),

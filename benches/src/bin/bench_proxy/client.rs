@@ -116,10 +116,64 @@ pub(crate) async fn drain(
 
 /// Panics if a renamed name reached the client.
 pub(crate) fn no_renamed(d: &[u8]) {
-    assert!(
-        memchr::memmem::find(d, GROUP.as_bytes()).is_none(),
-        "renamed names reached the client through the proxy"
-    );
+    assert!(!renamed(d), "renamed names reached the client through the proxy");
+}
+
+/// Whether a renamed name is in `d`.
+pub(crate) fn renamed(d: &[u8]) -> bool {
+    memchr::memmem::find(d, GROUP.as_bytes()).is_some()
+}
+
+/// How a watch stream's events are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// One event a line, as kube-apiserver sends them.
+    Lines,
+    /// By their `"type":"MODIFIED"` (the doubles' and the patches' events are all of that
+    /// type), for a sidecar that sends them with no newline in between.
+    Modified,
+}
+
+/// Counts the events of a stream read frame by frame.
+pub(crate) struct Tally {
+    framing: Framing,
+    /// The end of the stream so far, shorter than the mark: a mark split between frames.
+    carry: Vec<u8>,
+}
+
+impl Tally {
+    const MARK: &[u8] = br#""type":"MODIFIED""#;
+
+    pub(crate) fn new(framing: Framing) -> Tally {
+        Tally {
+            framing,
+            carry: Vec::new(),
+        }
+    }
+
+    /// The events that end (or, by their mark, begin) in the next frame `d`.
+    pub(crate) fn feed(&mut self, d: &[u8]) -> usize {
+        match self.framing {
+            Framing::Lines => memchr::memchr_iter(b'\n', d).count(),
+            Framing::Modified => {
+                let k = Self::MARK.len() - 1;
+                // The marks that begin in the carry and end in `d`.
+                let mut joint = std::mem::take(&mut self.carry);
+                let from_carry = joint.len();
+                joint.extend_from_slice(&d[..d.len().min(k)]);
+                let split = memchr::memmem::find_iter(&joint, Self::MARK)
+                    .filter(|&i| i < from_carry)
+                    .count();
+                let n = split + memchr::memmem::find_iter(d, Self::MARK).count();
+                self.carry = if d.len() >= k {
+                    d[d.len() - k..].to_vec()
+                } else {
+                    joint[joint.len().saturating_sub(k)..].to_vec()
+                };
+                n
+            }
+        }
+    }
 }
 
 /// What a watch has received so far.
@@ -187,4 +241,21 @@ pub(crate) async fn count_events(resp: Response<pbody::Body>, c: Arc<Counter>, c
         }
     }
     last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tally_counts_marks_across_frames() {
+        let stream = br#"{"type":"MODIFIED","object":{}}{"type":"MODIFIED","object":{"a":"\"type\":\"MODIFIED\""}}{"type":"MODIFIED"}"#;
+        for size in [1, 2, 7, 17, 18, 19, 64, stream.len()] {
+            let mut t = Tally::new(Framing::Modified);
+            let n: usize = stream.chunks(size).map(|c| t.feed(c)).sum();
+            assert_eq!(n, 3, "frames of {size}");
+        }
+        let mut t = Tally::new(Framing::Lines);
+        assert_eq!(t.feed(b"a\nb\nc"), 2);
+    }
 }

@@ -35,6 +35,16 @@
 //!
 //! Parts 2 and 3 run first, then part 1: the control plane is idle while the doubles are timed.
 //!
+//! `--peer BIN` (and `--peer-name NAME`, its column's name) measures another sidecar binary
+//! that reads the same environment beside the proxy, in the same run: each workload of the
+//! three parts (the lone events and the write syscalls aside) runs through it too, right after
+//! the proxy's run where the runs interleave, plus a ConfigMap LIST that the rules leave
+//! unchanged (`--only unchanged`). Its answers are checked (no renamed name reaches the client,
+//! every event arrives, pass-through and unchanged bodies byte for byte) and a wrong one is
+//! printed instead of its figure. The watches then ask `watch=true`, which client-go sends, and
+//! the peer's events are counted by their type, as a sidecar may send them without a newline in
+//! between. A second table (`report:proxy-peer`) follows the proxy's.
+//!
 //! Everything binds 127.0.0.1, every loop is bounded, and the proxies started here are stopped
 //! at the end.
 
@@ -47,6 +57,7 @@ mod memory_double;
 mod part1_apiserver;
 mod part2_memory;
 mod part3_burst;
+mod peer;
 mod perf;
 mod proxy_child;
 
@@ -59,6 +70,7 @@ use crate::figures::loadavg;
 use crate::part1_apiserver::part1;
 use crate::part2_memory::part2;
 use crate::part3_burst::part3;
+use crate::peer::PeerTable;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -89,16 +101,17 @@ fn main() -> Result<()> {
                 "proxy / direct",
             ],
         );
+        let mut cmp = a.peer.as_ref().map(|_| PeerTable::new(&a.peer_name));
         // The doubles first: after part 1, its VMs and patches keep the control plane busy for
         // a while, and that CPU would be taken from the proxy's figures against the doubles.
-        if !a.skip_double && ["list", "pass", "watch", "get"].iter().any(|s| a.wants(s)) {
-            part2(&a, &mut rep).await?;
+        if !a.skip_double && ["list", "pass", "unchanged", "watch", "get"].iter().any(|s| a.wants(s)) {
+            part2(&a, &mut rep, cmp.as_mut()).await?;
         }
         if !a.skip_double && a.wants("burst") {
-            part3(&a, &mut rep).await?;
+            part3(&a, &mut rep, cmp.as_mut()).await?;
         }
         if let Some(kc) = &a.kubeconfig {
-            part1(&a, kc, &mut rep).await?;
+            part1(&a, kc, &mut rep, cmp.as_mut()).await?;
         }
         println!("done; load average {}", loadavg());
         rep.note(format!(
@@ -106,6 +119,14 @@ fn main() -> Result<()> {
             loadavg()
         ));
         rep.print();
+        if let Some(t) = &mut cmp {
+            t.note(format!(
+                "`scripts/bench-proxy.sh --peer BIN --peer-name '{}'`: both sidecars in the same run, both with LOG_LEVEL=info; time, CPU and memory ratios are the peer's over this proxy's (for a rate, the inverse); the load average was {} at the end.",
+                a.peer_name,
+                loadavg()
+            ));
+            t.print();
+        }
         Ok::<_, Error>(())
     })?;
     // The double's thread is still serving; leave without waiting for it.

@@ -1,6 +1,7 @@
 //! Part 2's upstream double: hyper's HTTP/1.1 server in this process, serving pre-built bodies
 //! at memory speed (a LIST of renamed VMs, the same bytes on a path the rules do not touch, a
-//! watch stream, a small object).
+//! watch stream, a small object; and for a peer, a LIST of ConfigMaps that the rules leave as
+//! they are).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -23,11 +24,16 @@ pub(crate) struct Fixtures {
     events: Vec<Bytes>,
     pub(crate) watch_events: usize,
     pub(crate) small: Bytes,
+    /// A LIST of ConfigMaps with nothing the rules rename (empty unless asked for).
+    pub(crate) unchanged: Bytes,
 }
 
+/// Where the double serves [`Fixtures::unchanged`].
+pub(crate) const UNCHANGED_PATH: &str = "/api/v1/namespaces/bench/configmaps";
+
 /// Builds a LIST of at least `list_mb` MiB of renamed VMs, a watch of `watch_events` events and
-/// a small object.
-pub(crate) fn fixtures(list_mb: usize, watch_events: usize) -> Fixtures {
+/// a small object; with `unchanged`, a ConfigMap LIST of about the same size too.
+pub(crate) fn fixtures(list_mb: usize, watch_events: usize, unchanged: bool) -> Fixtures {
     let template = Vm::new("vm-XXXXXXX", crate::NS)
         .renamed()
         .stored()
@@ -65,7 +71,37 @@ pub(crate) fn fixtures(list_mb: usize, watch_events: usize) -> Fixtures {
                 .small()
                 .to_string(),
         ),
+        unchanged: if unchanged {
+            configmap_list(list_mb)
+        } else {
+            Bytes::new()
+        },
     }
+}
+
+/// A LIST of at least `mb` MiB of ConfigMaps of about 5 KB, each holding a configuration file,
+/// with labels and annotations no rule names.
+fn configmap_list(mb: usize) -> Bytes {
+    let file: String = (0..100)
+        .map(|i| format!("setting_{i:02}: \\\"value {i} of the bench configuration\\\"\\n"))
+        .collect();
+    let mut list = br#"{"apiVersion":"v1","items":["#.to_vec();
+    let mut i = 0;
+    while list.len() < mb << 20 {
+        if i > 0 {
+            list.push(b',');
+        }
+        list.extend_from_slice(
+            format!(
+                r#"{{"apiVersion":"v1","data":{{"app.yaml":"{file}","mode":"bench"}},"kind":"ConfigMap","metadata":{{"annotations":{{"bench.example.com/owner":"team-a"}},"creationTimestamp":"2026-01-01T00:00:00Z","labels":{{"app.kubernetes.io/instance":"cm-{i:07}","app.kubernetes.io/name":"bench"}},"name":"cm-{i:07}","namespace":"bench","resourceVersion":"{}","uid":"00000000-0000-4000-8000-{i:012}"}}}}"#,
+                1000 + i
+            )
+            .as_bytes(),
+        );
+        i += 1;
+    }
+    list.extend_from_slice(br#"],"kind":"ConfigMapList","metadata":{"resourceVersion":"123456"}}"#);
+    Bytes::from(list)
 }
 
 /// The double's response body: slices of a shared buffer, or events one by one.
@@ -129,6 +165,8 @@ fn double_route(f: &Arc<Fixtures>, req: &Request<Incoming>) -> Response<DBody> {
         )
     } else if path.ends_with(&format!("/{RESOURCE}")) || path.ends_with("/widgets") {
         (StatusCode::OK, chunks(f.list.clone()))
+    } else if path == UNCHANGED_PATH && !f.unchanged.is_empty() {
+        (StatusCode::OK, chunks(f.unchanged.clone()))
     } else {
         (StatusCode::NOT_FOUND, chunks(Bytes::from_static(b"{}")))
     };

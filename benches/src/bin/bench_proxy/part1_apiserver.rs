@@ -1,12 +1,13 @@
 //! Part 1: the real kube-apiserver. The renamed CRD is applied through the proxy, VMs are
 //! created directly, then a LIST of all of them is timed through the proxy and directly, and a
-//! watch each way receives the events of merge patches.
+//! watch each way receives the events of merge patches; with a peer, a LIST and a watch
+//! through it too.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,14 +18,20 @@ use kube_api_rewriter_proxy::upstream::{Upstream, UpstreamSource};
 use kube_api_rewriter_testkit::report::Report;
 
 use crate::args::Args;
-use crate::client::{Counter, H1, count_events, direct, drain, no_renamed};
+use crate::client::{Counter, Framing, H1, count_events, direct, drain, no_renamed};
 use crate::figures::{best, loadavg, mbps, secs};
+use crate::peer::{Fig, PeerTable, Unit, answer, best_of, check, fetch, watch_into};
 use crate::proxy_child::ProxyChild;
 use crate::{GROUP, NS, RESOURCE, Result};
 use kube_api_rewriter_testkit::vm::Vm;
 
 /// Runs part 1 against the kube-apiserver of `kubeconfig`.
-pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Result<()> {
+pub(crate) async fn part1(
+    a: &Args,
+    kubeconfig: &Path,
+    rep: &mut Report,
+    cmp: Option<&mut PeerTable>,
+) -> Result<()> {
     println!(
         "== 1. real kube-apiserver ({} VMs, {}-event watch); load average {}",
         a.vms,
@@ -34,6 +41,12 @@ pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Resu
     let up = Arc::new(Upstream::kube(&UpstreamSource::Kubeconfig(vec![kubeconfig.to_owned()])).await?);
     let log = a.work_dir.join("bench-proxy-apiserver.log");
     let proxy = ProxyChild::start(&a.proxy_bin, kubeconfig, &log).await?;
+    let peer = match &a.peer {
+        Some(bin) => {
+            Some(ProxyChild::start(bin, kubeconfig, &a.work_dir.join("bench-peer-apiserver.log")).await?)
+        }
+        None => None,
+    };
     let pkc = a.work_dir.join("bench-proxy.kubeconfig");
     std::fs::write(
         &pkc,
@@ -122,12 +135,19 @@ pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Resu
 
     // LIST, alternating proxy and direct.
     let list_proxy = format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines");
-    let (mut via, mut dir) = (Vec::new(), Vec::new());
+    let (mut via, mut dir, mut other) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..a.repeat {
         let mut c = H1::connect(proxy.addr()).await?;
         let t0 = Instant::now();
         let r = c.get(&list_proxy, &[("accept", "application/json")]).await?;
         via.push(drain(r, t0, no_renamed).await?);
+        if let Some(p) = &peer {
+            other.push(
+                fetch(p.addr(), &list_proxy, Framing::Modified, None, false)
+                    .await
+                    .map(|g| g.read),
+            );
+        }
         let t0 = Instant::now();
         let r = direct(&up, "GET", &list_direct, None, Bytes::new()).await?;
         dir.push(drain(r, t0, |_| {}).await?);
@@ -179,6 +199,35 @@ pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Resu
         ),
         format!("{ratio:.2}x"),
     );
+    // The peer's LIST row: measure, direct, the proxy's seconds, the peer's.
+    let list_peer = best_of(&other);
+    let list_row = match &peer {
+        Some(p) => {
+            let answer = check(p.addr(), &list_proxy).await.map(|(a, _)| a);
+            Some((
+                format!(
+                    "LIST of {} VMs, {:.1} MB (best of {})",
+                    a.vms,
+                    bv.bytes as f64 / 1e6,
+                    a.repeat
+                ),
+                secs(bd.secs),
+                bv.secs,
+                Fig::of(list_peer.clone().map(|b| b.secs), &answer),
+            ))
+        }
+        None => None,
+    };
+    if peer.is_some() {
+        println!(
+            "     peer               {}",
+            list_peer.as_ref().map_or_else(Clone::clone, |b| format!(
+                "{:>7.1} MB  {:>6.3} s",
+                b.bytes as f64 / 1e6,
+                b.secs
+            ))
+        );
+    }
 
     // Watch: one through the proxy, one direct, both from the same resourceVersion; then patches.
     let r = direct(&up, "GET", &format!("{list_direct}?limit=1"), None, Bytes::new()).await?;
@@ -191,11 +240,19 @@ pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Resu
     // watcher close due to unresponsiveness"); the watchers then watch again from the last
     // resourceVersion they saw, as informers do, and the restarts are reported.
     let (cp, cd) = (Arc::new(Counter::default()), Arc::new(Counter::default()));
-    let tp = WatchTarget::Proxy(proxy.addr(), format!("{list_proxy}?watch=1&resourceVersion="));
-    let td = WatchTarget::Direct(Arc::clone(&up), format!("{list_direct}?watch=1&resourceVersion="));
+    let w = a.watch_flag();
+    let tp = WatchTarget::Proxy(proxy.addr(), format!("{list_proxy}?{w}&resourceVersion="));
+    let td = WatchTarget::Direct(Arc::clone(&up), format!("{list_direct}?{w}&resourceVersion="));
     let (wp, wd) = (tp.open(&rv).await?, td.open(&rv).await?);
     let hp = tokio::spawn(watch_loop(tp, wp, Arc::clone(&cp), true));
     let hd = tokio::spawn(watch_loop(td, wd, Arc::clone(&cd), false));
+    // The peer's watch from the same resourceVersion, not watched again if it ends: the events
+    // it missed are its figure.
+    let (co, kept) = (Arc::new(Counter::default()), Arc::new(Mutex::new(Vec::new())));
+    let ho = peer.as_ref().map(|p| {
+        let path = format!("{list_proxy}?{w}&resourceVersion={rv}");
+        tokio::spawn(watch_into(p.addr(), path, Arc::clone(&co), Arc::clone(&kept)))
+    });
     // The patches go over a connection of their own.
     let up = Arc::new(Upstream::kube(&UpstreamSource::Kubeconfig(vec![kubeconfig.to_owned()])).await?);
     let t0 = Instant::now();
@@ -235,11 +292,24 @@ pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Resu
     let patched = okc.load(Ordering::Relaxed);
     let patch_secs = t0.elapsed().as_secs_f64();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while (cp.events() < patched || cd.events() < patched) && Instant::now() < deadline {
+    let peer_done = || {
+        ho.as_ref()
+            .is_none_or(|h| h.is_finished() || co.events() >= patched)
+    };
+    while (cp.events() < patched || cd.events() < patched || !peer_done()) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     hp.abort();
     hd.abort();
+    // How the peer's watch ended, if it did: Ok, or its error.
+    let peer_end = match ho {
+        Some(h) if h.is_finished() => Some(h.await.unwrap_or(Ok(()))),
+        Some(h) => {
+            h.abort();
+            None
+        }
+        None => None,
+    };
     let secs = |c: &Counter| c.last_secs(t0);
     let (ep, ed) = (cp.events(), cd.events());
     let (sp, sd) = (secs(&cp), secs(&cd));
@@ -264,7 +334,7 @@ pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Resu
     let ratio = (sp / ep.max(1) as f64) / (sd / ed.max(1) as f64);
     println!("     time per event ratio proxy/direct {ratio:.2}x",);
     rep.row([
-        upstream,
+        upstream.clone(),
         format!("{patched}-event watch, events/s"),
         format!("{:.0}", ep as f64 / sp),
         format!("{:.0}", ed as f64 / sd),
@@ -272,6 +342,44 @@ pub(crate) async fn part1(a: &Args, kubeconfig: &Path, rep: &mut Report) -> Resu
     ]);
     let (hwm, rss) = proxy.rss_kib();
     println!("   proxy RSS: peak {} MB, now {} MB", hwm / 1024, rss / 1024);
+    if let (Some(p), Some(t), Some(list_row)) = (&peer, cmp, list_row) {
+        let eo = co.events();
+        let so = co.last_secs(t0);
+        let rate = match peer_end {
+            _ if eo == patched => Ok(eo as f64 / so),
+            Some(Err(e)) => Err(format!("{e} after {eo} events of {patched}")),
+            Some(Ok(())) => Err(format!("its watch ended after {eo} events of {patched}")),
+            None => Err(format!("{eo} events of {patched} after 120 s")),
+        };
+        let judged = kept
+            .lock()
+            .map_or_else(|_| Err("lost".to_owned()), |b| answer(&b));
+        println!(
+            "     peer               {eo:>6} events  last after {so:>6.2} s  {}; answer {judged:?}",
+            rate.as_ref()
+                .map_or_else(Clone::clone, |r| format!("{r:>7.0} events/s"))
+        );
+        let (po, _) = p.rss_kib();
+        println!("   peer RSS: peak {} MB", po / 1024);
+        t.row(
+            &upstream,
+            list_row.0,
+            list_row.1,
+            Unit::Secs,
+            list_row.2,
+            &list_row.3,
+        );
+        let measure = format!("{patched}-event watch (merge patches)");
+        let direct = format!("{:.0} events/s", ed as f64 / sd);
+        t.row(
+            &upstream,
+            measure,
+            direct,
+            Unit::EventsPerSec,
+            ep as f64 / sp,
+            &Fig::of(rate, &judged),
+        );
+    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! Part 2: the proxy in front of the in-memory upstream double: rewritten LIST, pass-through,
-//! watch and small GETs, each through the proxy and directly.
+//! watch and small GETs, each through the proxy and directly; with a peer, through it too, and
+//! a LIST the rules leave unchanged.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,20 +12,36 @@ use kube_api_rewriter_testkit::procfs;
 use kube_api_rewriter_testkit::report::Report;
 
 use crate::args::Args;
-use crate::client::{Counter, H1, Read, count_events, drain, no_renamed};
+use crate::client::{Counter, Framing, H1, Read, count_events, drain, no_renamed};
 use crate::figures::{best, loadavg, mbps, median, secs};
-use crate::memory_double::{fixtures, start_double};
-use crate::proxy_child::proxy_for_double;
+use crate::memory_double::{Fixtures, UNCHANGED_PATH, fixtures, start_double};
+use crate::peer::{Answer, Fig, PeerTable, Unit, answer, best_of, check, fetch};
+use crate::proxy_child::{ProxyChild, peer_for_double, proxy_for_double};
 use crate::{Error, GROUP, NS, RESOURCE, Result};
 
+const UPSTREAM: &str = "in-memory double";
+
+/// Reads `path` through the peer, failing on other bytes than `expect`.
+async fn peer_read(peer: &ProxyChild, path: &str, expect: Option<&[u8]>) -> Result<Read, String> {
+    let g = fetch(peer.addr(), path, Framing::Modified, expect, false).await?;
+    if !g.identical {
+        return Err(format!(
+            "changed the body ({} bytes of {})",
+            g.read.bytes,
+            expect.map_or(0, <[u8]>::len)
+        ));
+    }
+    Ok(g.read)
+}
+
 /// Runs part 2.
-pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
+pub(crate) async fn part2(a: &Args, rep: &mut Report, mut cmp: Option<&mut PeerTable>) -> Result<()> {
     println!(
         "== 2. in-memory upstream double (HTTP/1.1, 127.0.0.1); load average {}",
         loadavg()
     );
     let t = Instant::now();
-    let fx = Arc::new(fixtures(a.list_mb, a.double_events));
+    let fx = Arc::new(fixtures(a.list_mb, a.double_events, a.peer.is_some()));
     println!(
         "   built a {:.1} MB LIST of {} renamed VMs ({} bytes each) and a {}-event watch stream in {:.1} s",
         fx.list.len() as f64 / 1e6,
@@ -35,21 +52,21 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
     );
     let addr = start_double(Arc::clone(&fx))?;
     let proxy = proxy_for_double(a, addr, "double", None).await?;
+    let peer = peer_for_double(a, addr, "double", None).await?;
     let hdr: &[(&str, &str)] = &[("accept", "application/json")];
 
     // Rewritten LIST.
     if a.wants("list") {
-        let (mut via, mut dir) = (Vec::new(), Vec::new());
+        let (mut via, mut dir, mut other) = (Vec::new(), Vec::new(), Vec::new());
+        let list_path = format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines");
         for _ in 0..a.repeat {
             let mut c = H1::connect(proxy.addr()).await?;
             let t0 = Instant::now();
-            let r = c
-                .get(
-                    &format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines"),
-                    hdr,
-                )
-                .await?;
+            let r = c.get(&list_path, hdr).await?;
             via.push(drain(r, t0, no_renamed).await?);
+            if let Some(p) = &peer {
+                other.push(peer_read(p, &list_path, None).await);
+            }
             let mut c = H1::connect(addr).await?;
             let t0 = Instant::now();
             let r = c
@@ -99,10 +116,38 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
             format!("proxy: peak RSS with a {list} in flight"),
             format!("{:.1} MB", hwm_list as f64 / 1024.0),
         );
+        if let (Some(p), Some(t)) = (&peer, cmp.as_deref_mut()) {
+            let b = best_of(&other);
+            let hwm = p.rss_kib().0 as f64 / 1024.0;
+            let ans = check(p.addr(), &list_path).await.map(|(a, _)| a);
+            println!(
+                "     peer: {}; peak RSS {hwm:.1} MB",
+                b.as_ref()
+                    .map_or_else(Clone::clone, |b| format!("{:.3} s, {:.1} MB/s", b.secs, mbps(*b)))
+            );
+            let measure = format!("rewritten {list} (best of {})", a.repeat);
+            let direct = format!("{:.0} MB/s (not rewritten)", mbps(bd));
+            t.row(
+                UPSTREAM,
+                measure,
+                direct,
+                Unit::MbPerSec,
+                mbps(bv),
+                &Fig::of(b.map(mbps), &ans),
+            );
+            t.row(
+                UPSTREAM,
+                format!("peak RSS with the {list} (VmHWM)"),
+                "",
+                Unit::Mb,
+                hwm_list as f64 / 1024.0,
+                &Fig::plain(hwm),
+            );
+        }
     }
     // Pass-through: a group the rules do not touch; the body must arrive byte for byte.
     if a.wants("pass") {
-        let (mut via, mut dir) = (Vec::new(), Vec::new());
+        let (mut via, mut dir, mut other) = (Vec::new(), Vec::new(), Vec::new());
         let path = "/apis/bench.example.com/v1/namespaces/bench/widgets";
         // CPU seconds used: (this process: client + double, the proxy) through the proxy, and
         // this process directly.
@@ -115,6 +160,9 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
             via.push(drain(r, t0, |_| {}).await?);
             cpu_via += procfs::cpu_secs(std::process::id()) - me0;
             cpu_proxy += proxy.cpu_secs() - px0;
+            if let Some(p) = &peer {
+                other.push(peer_read(p, path, Some(&fx.list)).await);
+            }
             let mut c = H1::connect(addr).await?;
             let me0 = procfs::cpu_secs(std::process::id());
             let t0 = Instant::now();
@@ -167,6 +215,25 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
             cpu_proxy / n,
             std::thread::available_parallelism().map_or(0, usize::from)
         );
+        if let Some(t) = cmp.as_deref_mut().filter(|_| peer.is_some()) {
+            let b = best_of(&other);
+            println!(
+                "     peer: {}",
+                b.as_ref().map_or_else(Clone::clone, |b| secs(b.secs))
+            );
+            let measure = format!(
+                "pass-through {:.0} MB, a group no rule names (best of {})",
+                fx.list.len() as f64 / 1e6,
+                a.repeat
+            );
+            let fig = Fig::of(b.map(|b| b.secs), &Ok(Answer::Right));
+            t.row(UPSTREAM, measure, secs(bd.secs), Unit::Secs, bv.secs, &fig);
+        }
+    }
+    if let (Some(p), Some(t)) = (&peer, cmp.as_deref_mut())
+        && a.wants("unchanged")
+    {
+        unchanged(a, &fx, addr, &proxy, p, t).await?;
     }
     // Watch.
     if a.wants("watch") {
@@ -175,12 +242,15 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
             (
                 "through the proxy",
                 proxy.addr(),
-                format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?watch=1"),
+                format!(
+                    "/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?{}",
+                    a.watch_flag()
+                ),
             ),
             (
                 "direct           ",
                 addr,
-                format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}?watch=1"),
+                format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}?{}", a.watch_flag()),
             ),
         ] {
             let mut runs = Vec::new();
@@ -218,11 +288,47 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
             format!("{:.0}", rates[1]),
             format!("{:.2}x the time", rates[1] / rates[0]),
         ]);
+        if let (Some(p), Some(t)) = (&peer, cmp.as_deref_mut()) {
+            let path = format!(
+                "/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?{}",
+                a.watch_flag()
+            );
+            let events = |n: usize| match n {
+                n if n == fx.watch_events => Ok(()),
+                n => Err(format!("{n} events of {}", fx.watch_events)),
+            };
+            let ans = check(p.addr(), &path)
+                .await
+                .and_then(|(a, n)| events(n).map(|()| a));
+            let mut runs = Vec::new();
+            for _ in 0..a.repeat.min(2) {
+                let g = fetch(p.addr(), &path, Framing::Modified, None, false).await;
+                runs.push(g.and_then(|g| events(g.events).map(|()| g.read)));
+            }
+            let rate = best_of(&runs).map(|b| fx.watch_events as f64 / b.secs);
+            println!(
+                "   watch peer               {}",
+                rate.as_ref()
+                    .map_or_else(Clone::clone, |r| format!("{r:.0} events/s"))
+            );
+            let measure = format!("{}-event watch (best of {})", fx.watch_events, a.repeat.min(2));
+            let direct = format!("{:.0} events/s", rates[1]);
+            t.row(
+                UPSTREAM,
+                measure,
+                direct,
+                Unit::EventsPerSec,
+                rates[0],
+                &Fig::of(rate, &ans),
+            );
+        }
     }
     // Small GETs, sequential on one keep-alive connection.
     if a.wants("get") {
-        let lat = |target: SocketAddr, p: String| {
+        let lat = |target: SocketAddr, p: String, check: bool| {
             let n = a.gets;
+            // Through the peer: how right its answers were (all alike, or the first error).
+            let mut worst = Answer::Right;
             async move {
                 let mut c = H1::connect(target).await?;
                 let mut v = Vec::with_capacity(n);
@@ -236,33 +342,40 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
                     if body.is_empty() {
                         return Err("empty small GET".into());
                     }
+                    if check {
+                        worst = worst.max(answer(&body)?);
+                    }
                 }
                 let p99 = {
                     let mut s = v.clone();
                     s.sort_by(f64::total_cmp);
                     s[s.len() * 99 / 100]
                 };
-                Ok::<_, Error>((median(&mut v), p99))
+                Ok::<_, Error>((median(&mut v), p99, worst))
             }
         };
-        let (rv_m, rv_p) = lat(
+        let (rv_m, rv_p, _) = lat(
             proxy.addr(),
             format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines/vm-small"),
+            true,
         )
         .await?;
-        let (rd_m, rd_p) = lat(
+        let (rd_m, rd_p, _) = lat(
             addr,
             format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}/vm-small"),
+            false,
         )
         .await?;
-        let (pv_m, pv_p) = lat(
+        let (pv_m, pv_p, _) = lat(
             proxy.addr(),
             "/apis/bench.example.com/v1/namespaces/bench/widgets/w1".into(),
+            false,
         )
         .await?;
-        let (pd_m, pd_p) = lat(
+        let (pd_m, pd_p, _) = lat(
             addr,
             "/apis/bench.example.com/v1/namespaces/bench/widgets/w1".into(),
+            false,
         )
         .await?;
         println!(
@@ -289,6 +402,39 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
             "     pass-through          proxy {pv_m:.3} ms ({pv_p:.3})  direct {pd_m:.3} ms ({pd_p:.3})  added {:+.3} ms",
             pv_m - pd_m
         );
+        if let (Some(p), Some(t)) = (&peer, cmp) {
+            let vm = format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines/vm-small");
+            let got = lat(p.addr(), vm, true).await.map_err(|e| e.to_string());
+            println!(
+                "     rewritten VM, peer    {}",
+                got.as_ref()
+                    .map_or_else(Clone::clone, |(m, p99, _)| format!("{m:.3} ms ({p99:.3})"))
+            );
+            let what = format!(
+                "GET of one VM ({} B), {} on one connection",
+                fx.small.len(),
+                a.gets
+            );
+            let ans = got.as_ref().map(|g| g.2).map_err(Clone::clone);
+            let m = Fig::of(got.as_ref().map(|g| g.0 - rd_m).map_err(Clone::clone), &ans);
+            t.row(
+                UPSTREAM,
+                format!("{what}: added median"),
+                format!("{rd_m:.3} ms"),
+                Unit::AddedMs,
+                rv_m - rd_m,
+                &m,
+            );
+            let p99 = Fig::of(got.map(|g| g.1 - rd_p), &ans);
+            t.row(
+                UPSTREAM,
+                format!("{what}: added p99"),
+                format!("{rd_p:.3} ms"),
+                Unit::AddedMs,
+                rv_p - rd_p,
+                &p99,
+            );
+        }
     }
     let (hwm, rss) = proxy.rss_kib();
     println!(
@@ -296,6 +442,76 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report) -> Result<()> {
         hwm as f64 / 1024.0,
         rss as f64 / 1024.0,
         loadavg()
+    );
+    if let Some(p) = &peer {
+        let (hwm, rss) = p.rss_kib();
+        println!(
+            "   peer RSS at the end: peak {:.1} MB, now {:.1} MB",
+            hwm as f64 / 1024.0,
+            rss as f64 / 1024.0
+        );
+    }
+    Ok(())
+}
+
+/// A LIST of ConfigMaps that the rules leave as they are, through the proxy, through the peer
+/// and directly (best of the runs): both must hand it over byte for byte.
+async fn unchanged(
+    a: &Args,
+    fx: &Fixtures,
+    addr: SocketAddr,
+    proxy: &ProxyChild,
+    peer: &ProxyChild,
+    t: &mut PeerTable,
+) -> Result<()> {
+    let (mut via, mut dir, mut other) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..a.repeat {
+        let g = fetch(
+            proxy.addr(),
+            UNCHANGED_PATH,
+            Framing::Lines,
+            Some(&fx.unchanged),
+            false,
+        )
+        .await?;
+        if !g.identical {
+            return Err(format!(
+                "the proxy changed the unchanged LIST ({} bytes of {})",
+                g.read.bytes,
+                fx.unchanged.len()
+            )
+            .into());
+        }
+        via.push(g.read);
+        other.push(peer_read(peer, UNCHANGED_PATH, Some(&fx.unchanged)).await);
+        dir.push(
+            fetch(addr, UNCHANGED_PATH, Framing::Lines, None, false)
+                .await?
+                .read,
+        );
+    }
+    let (bv, bd) = (best(&via), best(&dir));
+    let bo = best_of(&other).map(|b| b.secs);
+    println!(
+        "   a {:.1} MB ConfigMap LIST the rules leave unchanged (best of {}): proxy {:.3} s, peer {}, direct {:.3} s",
+        fx.unchanged.len() as f64 / 1e6,
+        a.repeat,
+        bv.secs,
+        bo.as_ref().map_or_else(Clone::clone, |s| secs(*s)),
+        bd.secs
+    );
+    let measure = format!(
+        "{:.0} MB ConfigMap LIST, nothing to rewrite (best of {})",
+        fx.unchanged.len() as f64 / 1e6,
+        a.repeat
+    );
+    t.row(
+        UPSTREAM,
+        measure,
+        secs(bd.secs),
+        Unit::Secs,
+        bv.secs,
+        &Fig::of(bo, &Ok(Answer::Right)),
     );
     Ok(())
 }

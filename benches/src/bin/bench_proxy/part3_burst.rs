@@ -1,6 +1,6 @@
 //! Part 3: the proxy in front of the kube-apiserver-like doubles (plain HTTP/1.1, and TLS with
 //! HTTP/2): watches and LISTs timed each way with the proxy's write syscalls and CPU time, and
-//! the latency of lone watch events.
+//! the latency of lone watch events; with a peer, its watches and LISTs and CPU time too.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -15,11 +15,12 @@ use crate::args::Args;
 use crate::burst_double::{
     BURST_WRITE, Burst, DOUBLE_THREAD, LONE_NS, LONE_PAUSE, burst_fixtures, start_burst_double,
 };
-use crate::client::{H1, Read, drain, no_renamed};
+use crate::client::{Framing, H1, Read, Tally, drain, renamed};
 use crate::figures::{best, loadavg, median, secs};
 use crate::h2;
+use crate::peer::{Answer, Fig, PeerTable, Unit, best_of, check};
 use crate::perf::{Counted, PerfWrites, WriteKinds};
-use crate::proxy_child::{ProxyChild, proxy_for_double};
+use crate::proxy_child::{ProxyChild, peer_for_double, proxy_for_double};
 use crate::{GROUP, NS, RESOURCE, Result};
 
 /// Runs of each LIST at least: one takes about a twentieth of a second, so its CPU per GB (a
@@ -43,14 +44,16 @@ struct Costed {
     faults: Option<u64>,
 }
 
-/// Reads `path` from `target` to the end, counting events (newlines); through the proxy, its
-/// write syscalls and CPU time are taken around the transfer.
+/// Reads `path` from `target` to the end, counting events by `framing`; through the proxy, its
+/// write syscalls and CPU time are taken around the transfer. With `verify`, a renamed name
+/// reaching the client is an error.
 async fn costed(
     target: SocketAddr,
     path: &str,
     proxy: Option<&ProxyChild>,
     perf: Option<&Path>,
     verify: bool,
+    framing: Framing,
 ) -> Result<Costed> {
     let pid = proxy.map(ProxyChild::pid);
     // Under perf: the proxy's writes through the proxy, the double's directly.
@@ -72,16 +75,18 @@ async fn costed(
     let own_before = procfs::cpu_secs(std::process::id());
     let faults_before = pid.and_then(procfs::stat).map(|s| s.minflt);
     let mut c = H1::connect(target).await?;
-    let mut events = 0;
+    let (mut events, mut leaked) = (0, false);
+    let mut tally = Tally::new(framing);
     let t0 = Instant::now();
     let r = c.get(path, &[("accept", "application/json")]).await?;
     let read = drain(r, t0, |d| {
-        events += memchr::memchr_iter(b'\n', d).count();
-        if verify {
-            no_renamed(d);
-        }
+        events += tally.feed(d);
+        leaked |= verify && renamed(d);
     })
     .await?;
+    if leaked {
+        return Err("renamed names reached the client".into());
+    }
     let writes = match (before.0, pid.and_then(procfs::syscw)) {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
@@ -135,7 +140,7 @@ async fn lone_latencies(b: &Burst, target: SocketAddr, path: &str) -> Result<Vec
 }
 
 /// Runs part 3.
-pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
+pub(crate) async fn part3(a: &Args, rep: &mut Report, mut cmp: Option<&mut PeerTable>) -> Result<()> {
     println!(
         "== 3. kube-apiserver-like upstream double (one chunk per event, {} KiB writes in a burst); load average {}",
         BURST_WRITE >> 10,
@@ -150,13 +155,19 @@ pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
     // And from one that speaks only HTTP/2: the watches too go through the pooled lanes.
     let d3 = h2::start(Arc::clone(&b), &a.work_dir.join("h2-only"), true)?;
     let proxy3 = proxy_for_double(a, d3.addr, "burst-h2-only", Some(&d3.ca)).await?;
+    let peer = peer_for_double(a, addr, "burst", None).await?;
+    let peer2 = peer_for_double(a, d2.addr, "burst-tls", Some(&d2.ca)).await?;
+    let peer3 = peer_for_double(a, d3.addr, "burst-h2-only", Some(&d3.ca)).await?;
     let io = procfs::syscw(proxy.pid()).is_some();
     let gb = |c: &Costed| c.read.bytes as f64 / 1e9;
-    let watch_via = format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?watch=1");
-    let watch_dir = format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}?watch=1");
+    let watch_via = format!(
+        "/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines?{}",
+        a.watch_flag()
+    );
+    let watch_dir = format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}?{}", a.watch_flag());
     let list_via = format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines");
     let list_dir = format!("/apis/{GROUP}/v1/namespaces/{NS}/{RESOURCE}");
-    for (what, short, n, via_path, dir_path, proxy) in [
+    for (what, short, n, via_path, dir_path, proxy, peer) in [
         (
             format!("watch, {} events", b.events),
             "kube-apiserver-like double, HTTP/1.1",
@@ -164,6 +175,7 @@ pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
             watch_via.clone(),
             watch_dir.clone(),
             &proxy,
+            peer.as_ref(),
         ),
         (
             format!("rewritten LIST, {} VMs", b.items),
@@ -172,6 +184,7 @@ pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
             list_via.clone(),
             list_dir.clone(),
             &proxy,
+            peer.as_ref(),
         ),
         (
             format!(
@@ -183,6 +196,7 @@ pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
             list_via,
             list_dir,
             &proxy2,
+            peer2.as_ref(),
         ),
         (
             format!(
@@ -194,6 +208,7 @@ pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
             watch_via.clone(),
             watch_dir.clone(),
             &proxy2,
+            peer2.as_ref(),
         ),
         (
             format!(
@@ -205,16 +220,39 @@ pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
             watch_via,
             watch_dir,
             &proxy3,
+            peer3.as_ref(),
         ),
     ] {
         // One untimed run checks that nothing renamed reaches the client, so that the timed
         // runs' client does the same work (counting) either way.
-        let checked = costed(proxy.addr(), &via_path, Some(proxy), None, true).await?;
+        let lines = Framing::Lines;
+        let checked = costed(proxy.addr(), &via_path, Some(proxy), None, true, lines).await?;
+        // The peer's answer is checked once, untimed; each of its runs must bring every event.
+        let events = |c: usize| match c {
+            c if n > 0 && c != n => Err(format!("{c} events of {n}")),
+            _ => Ok(()),
+        };
+        let ans = match peer {
+            Some(p) => check(p.addr(), &via_path)
+                .await
+                .and_then(|(a, c)| events(c).map(|()| a)),
+            None => Ok(Answer::Right),
+        };
+        let peer_run =
+            async |p: &ProxyChild| match costed(p.addr(), &via_path, Some(p), None, false, Framing::Modified)
+                .await
+            {
+                Ok(c) => events(c.events).map(|()| c),
+                Err(e) => Err(e.to_string()),
+            };
         let repeat = if n == 0 { a.repeat.max(LIST_RUNS) } else { a.repeat };
-        let (mut via, mut dir) = (Vec::new(), Vec::new());
+        let (mut via, mut dir, mut other) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..repeat {
-            via.push(costed(proxy.addr(), &via_path, Some(proxy), None, false).await?);
-            dir.push(costed(addr, &dir_path, None, None, false).await?);
+            via.push(costed(proxy.addr(), &via_path, Some(proxy), None, false, lines).await?);
+            if let Some(p) = peer {
+                other.push(peer_run(p).await);
+            }
+            dir.push(costed(addr, &dir_path, None, None, false, lines).await?);
         }
         // One more run each way under `perf stat`, untimed, to count every kind of write
         // syscall (syscw misses send/sendto, which std's TcpStream::write uses) and tell socket
@@ -222,10 +260,19 @@ pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
         let perf_out = a.work_dir.join("bench-perf-writes.txt");
         let (split, base) = if n > 0 {
             (
-                costed(proxy.addr(), &via_path, Some(proxy), Some(&perf_out), false)
+                costed(
+                    proxy.addr(),
+                    &via_path,
+                    Some(proxy),
+                    Some(&perf_out),
+                    false,
+                    lines,
+                )
+                .await?
+                .kinds,
+                costed(addr, &dir_path, None, Some(&perf_out), false, lines)
                     .await?
                     .kinds,
-                costed(addr, &dir_path, None, Some(&perf_out), false).await?.kinds,
             )
         } else {
             (None, None)
@@ -267,6 +314,10 @@ pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
             String::new(),
             String::new(),
         ]);
+        if let (Some(p), Some(t)) = (peer, cmp.as_deref_mut()) {
+            peer_rows(t, short, n, repeat, (bv, bd, cpu_gb), &other, &ans);
+            println!("     peer peak RSS {:.1} MB", p.rss_kib().0 as f64 / 1024.0);
+        }
         let runs = |f: &dyn Fn(&Costed) -> String| via.iter().map(f).collect::<Vec<_>>().join(", ");
         println!(
             "     proxy CPU per GB (each run): {}",
@@ -388,4 +439,66 @@ pub(crate) async fn part3(a: &Args, rep: &mut Report) -> Result<()> {
     }
     println!("   load average {}", loadavg());
     Ok(())
+}
+
+/// The peer's rows for one of part 3's transfers: its best time and its CPU per GB (the mean
+/// over the runs), beside the proxy's `ours` (best, direct's best, CPU per GB).
+fn peer_rows(
+    t: &mut PeerTable,
+    short: &str,
+    n: usize,
+    repeat: usize,
+    ours: (Read, Read, f64),
+    runs: &[std::result::Result<Costed, String>],
+    ans: &std::result::Result<Answer, String>,
+) {
+    let (bv, bd, cpu_gb) = ours;
+    let reads: Vec<_> = runs
+        .iter()
+        .map(|r| r.as_ref().map(|c| c.read).map_err(Clone::clone))
+        .collect();
+    let b = best_of(&reads);
+    let cpu = b.as_ref().map_err(Clone::clone).map(|_| {
+        let ok: Vec<&Costed> = runs.iter().flatten().collect();
+        ok.iter()
+            .map(|c| c.cpu / (c.read.bytes as f64 / 1e9))
+            .sum::<f64>()
+            / ok.len() as f64
+    });
+    println!(
+        "     peer: {}; CPU per GB {}; answer {ans:?}",
+        b.as_ref().map_or_else(Clone::clone, |b| format!(
+            "{:.1} MB  {:.3} s",
+            b.bytes as f64 / 1e6,
+            b.secs
+        )),
+        cpu.as_ref().map_or_else(Clone::clone, |c| format!("{c:.2} s")),
+    );
+    let (measure, kind) = if n > 0 {
+        (format!("{n}-event watch (best of {repeat})"), "watch")
+    } else {
+        (
+            format!(
+                "rewritten LIST of {} MB (best of {repeat})",
+                (bv.bytes as f64 / 1e6).round()
+            ),
+            "LIST",
+        )
+    };
+    t.row(
+        short,
+        measure,
+        secs(bd.secs),
+        Unit::Secs,
+        bv.secs,
+        &Fig::of(b.map(|b| b.secs), ans),
+    );
+    t.row(
+        short,
+        format!("CPU per GB, {kind}"),
+        "",
+        Unit::CpuPerGb,
+        cpu_gb,
+        &Fig::of(cpu, ans),
+    );
 }

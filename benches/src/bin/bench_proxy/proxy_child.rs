@@ -1,5 +1,6 @@
 //! The proxy under measurement: a `kube-api-rewriter` child process, started with a kubeconfig
-//! for kube-apiserver or for one of the doubles.
+//! for kube-apiserver or for one of the doubles; and the same for a peer sidecar binary
+//! (`--peer`), which reads the same environment.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -25,7 +26,9 @@ fn free_port() -> Result<u16> {
 }
 
 impl ProxyChild {
-    /// Starts the proxy with `kubeconfig`, its log in `log`; waits until it is ready.
+    /// Starts the proxy with `kubeconfig`, its log in `log`; waits until it is ready: its
+    /// monitoring listener answers `/readyz` with 200, or (a sidecar without `/readyz`, which
+    /// answers it 404) `/healthz`.
     pub(crate) async fn start(bin: &Path, kubeconfig: &Path, log: &Path) -> Result<ProxyChild> {
         let port = free_port()?;
         let mon = free_port()?;
@@ -34,6 +37,8 @@ impl ProxyChild {
             .env_remove("KUBERNETES_SERVICE_HOST")
             .env_remove("WEBHOOK_ADDRESS")
             .env_remove("RULES_PATH")
+            .env_remove("CLIENT_PROXY")
+            .env_remove("PPROF_BIND_ADDRESS")
             .env("KUBECONFIG", kubeconfig)
             .env("CLIENT_PROXY_ADDRESS", "127.0.0.1")
             .env("CLIENT_PROXY_PORT", port.to_string())
@@ -50,9 +55,17 @@ impl ProxyChild {
         loop {
             if let Ok(mut c) = H1::connect(([127, 0, 0, 1], mon).into()).await
                 && let Ok(r) = c.get("/readyz", &[]).await
-                && r.status() == StatusCode::OK
             {
-                return Ok(p);
+                let s = r.status();
+                drop(r);
+                if s == StatusCode::OK
+                    || s == StatusCode::NOT_FOUND
+                        && c.get("/healthz", &[])
+                            .await
+                            .is_ok_and(|r| r.status() == StatusCode::OK)
+                {
+                    return Ok(p);
+                }
             }
             if let Ok(Some(st)) = p.child.try_wait() {
                 return Err(format!("the proxy exited ({st}); see {}", log.display()).into());
@@ -101,6 +114,32 @@ pub(crate) async fn proxy_for_double(
     name: &str,
     ca: Option<&Path>,
 ) -> Result<ProxyChild> {
+    child_for_double(a, &a.proxy_bin, addr, name, ca, "proxy").await
+}
+
+/// The peer (`--peer`) in front of the double at `addr`, as [`proxy_for_double`]; `None`
+/// without a peer.
+pub(crate) async fn peer_for_double(
+    a: &Args,
+    addr: SocketAddr,
+    name: &str,
+    ca: Option<&Path>,
+) -> Result<Option<ProxyChild>> {
+    match &a.peer {
+        Some(bin) => Ok(Some(child_for_double(a, bin, addr, name, ca, "peer").await?)),
+        None => Ok(None),
+    }
+}
+
+/// A child of `bin` in front of the double at `addr`, its log named after `role` and `name`.
+async fn child_for_double(
+    a: &Args,
+    bin: &Path,
+    addr: SocketAddr,
+    name: &str,
+    ca: Option<&Path>,
+    role: &str,
+) -> Result<ProxyChild> {
     let kc = a.work_dir.join(format!("bench-{name}.kubeconfig"));
     let cluster = match ca {
         Some(ca) => format!(
@@ -115,10 +154,5 @@ pub(crate) async fn proxy_for_double(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: d\n  cluster:\n    {cluster}\nusers:\n- name: u\n  user:\n    token: doubletoken\ncontexts:\n- name: d\n  context: {{cluster: d, user: u}}\ncurrent-context: d\n"
         ),
     )?;
-    ProxyChild::start(
-        &a.proxy_bin,
-        &kc,
-        &a.work_dir.join(format!("bench-proxy-{name}.log")),
-    )
-    .await
+    ProxyChild::start(bin, &kc, &a.work_dir.join(format!("bench-{role}-{name}.log"))).await
 }
