@@ -295,6 +295,27 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any path and query a client can send names a target, without a panic.
+        #[test]
+        fn any_request_names_a_target(
+            segs in proptest::collection::vec("[a-z0-9.-]{0,12}", 0..8),
+            lead in proptest::sample::select(vec!["", "api", "apis"]),
+            query in "[a-z=&1]{0,16}",
+            method in proptest::sample::select(vec![Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE, Method::OPTIONS]),
+        ) {
+            let mut path = String::from("/");
+            path.push_str(lead);
+            for s in &segs {
+                path.push('/');
+                path.push_str(s);
+            }
+            let uri: Uri = format!("{path}?{query}").parse().expect("a valid URI");
+            let t = Target::of(&method, &uri);
+            proptest::prop_assert!(!t.0.is_empty());
+        }
+    }
+
     /// Sends `req` through the layer to a mock that answers `answer`; kube-rs's view of it.
     async fn through(uri: &str, answer: Response<Full<Bytes>>) -> kube::Error {
         let (svc, mut handle) = mock::pair::<Request<kube::client::Body>, Response<Full<Bytes>>>();
