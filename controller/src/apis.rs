@@ -189,6 +189,24 @@ impl Served {
         let _ = rx.wait_for(|s| s[i] == Some(served)).await;
     }
 
+    /// The items of the streams `open` makes, each run while `api` is served: one is opened
+    /// when it is, and ended when it no longer is (and opened again when it is again).
+    pub fn while_served<S>(
+        self: std::sync::Arc<Self>,
+        api: ApiName,
+        open: impl Fn() -> S + Send + 'static,
+    ) -> impl futures::Stream<Item = S::Item> + Send
+    where
+        S: futures::Stream + Send + 'static,
+    {
+        use futures::StreamExt as _;
+        futures::stream::unfold(self, move |served| async move {
+            served.wait_until(api, true).await;
+            Some((served.clone(), served))
+        })
+        .flat_map(move |served| open().take_until(async move { served.wait_until(api, false).await }))
+    }
+
     /// Records that `api` (one of [`USED`]) is `served` or not, as discovery would.
     #[cfg(test)]
     pub(crate) fn record(&self, api: ApiName, served: bool) {
@@ -351,6 +369,57 @@ mod tests {
         let rows = served.rows();
         assert_eq!(rows.len(), USED.len());
         assert!(rows.contains(&(VOLUME_SNAPSHOTS, Some(false))));
+    }
+
+    #[tokio::test]
+    async fn a_stream_runs_while_its_api_is_served() {
+        use futures::StreamExt as _;
+        let served = std::sync::Arc::new(Served::default());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+        let rx = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
+        let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let items = served.clone().while_served(VOLUME_SNAPSHOTS, {
+            let (rx, opened) = (rx.clone(), opened.clone());
+            move || {
+                opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let rx = rx.clone();
+                futures::stream::unfold(rx, |rx| async move {
+                    let item = rx.lock().await.recv().await?;
+                    Some((item, rx))
+                })
+            }
+        });
+        let mut items = Box::pin(items);
+        tx.send(1).expect("sent");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), items.next())
+                .await
+                .is_err(),
+            "read before the API was served"
+        );
+        served.record(VOLUME_SNAPSHOTS, true);
+        assert_eq!(
+            tokio::time::timeout(Duration::from_millis(200), items.next())
+                .await
+                .expect("in time"),
+            Some(1)
+        );
+        served.record(VOLUME_SNAPSHOTS, false);
+        tx.send(2).expect("sent");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), items.next())
+                .await
+                .is_err(),
+            "read while not served"
+        );
+        served.record(VOLUME_SNAPSHOTS, true);
+        assert_eq!(
+            tokio::time::timeout(Duration::from_millis(200), items.next())
+                .await
+                .expect("in time"),
+            Some(2)
+        );
+        assert_eq!(opened.load(std::sync::atomic::Ordering::Relaxed), 2);
     }
 
     #[tokio::test]

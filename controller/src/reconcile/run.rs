@@ -191,25 +191,13 @@ pub async fn run(ctx: Arc<Context>) {
     // VolumeSnapshots are an optional API: they are watched while it is served; meanwhile the
     // disk snapshots wait (and say why).
     let volume_snapshots = {
-        let served = ctx.served.clone();
         let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(
             client.clone(),
             &vdsnapshot::volume_snapshot_resource(),
         );
-        futures::stream::repeat(())
-            .then({
-                let served = served.clone();
-                move |()| {
-                    let served = served.clone();
-                    async move { served.wait_until(VOLUME_SNAPSHOTS, true).await }
-                }
-            })
-            .flat_map(move |()| {
-                let served = served.clone();
-                watcher(api.clone(), watcher::Config::default())
-                    .touched_objects()
-                    .take_until(async move { served.wait_until(VOLUME_SNAPSHOTS, false).await })
-            })
+        ctx.served.clone().while_served(VOLUME_SNAPSHOTS, move || {
+            watcher(api.clone(), watcher::Config::default()).touched_objects()
+        })
     };
     let disk_snapshots = Controller::new(
         Api::<VirtualDiskSnapshot>::all(client.clone()),
