@@ -318,13 +318,24 @@ mod tests {
 
     /// Sends `req` through the layer to a mock that answers `answer`; kube-rs's view of it.
     async fn through(uri: &str, answer: Response<Full<Bytes>>) -> kube::Error {
+        exchange(uri, |r| r.send_response(answer))
+            .await
+            .expect_err("an error")
+    }
+
+    /// Sends a GET of `uri` through the layer to a mock that `reply` answers; the body kube-rs
+    /// reads, or its error.
+    async fn exchange(
+        uri: &str,
+        reply: impl FnOnce(mock::SendResponse<Response<Full<Bytes>>>),
+    ) -> Result<String, kube::Error> {
         let (svc, mut handle) = mock::pair::<Request<kube::client::Body>, Response<Full<Bytes>>>();
         let client = kube::Client::new(RequestContextLayer.layer(svc), "default");
         let req = Request::get(uri).body(Vec::new()).expect("request");
-        let sent = tokio::spawn(async move { client.request::<serde_json::Value>(req).await });
+        let sent = tokio::spawn(async move { client.request_text(req).await });
         let (_, respond) = handle.next_request().await.expect("a request");
-        respond.send_response(answer);
-        sent.await.expect("joined").expect_err("an error")
+        reply(respond);
+        sent.await.expect("joined")
     }
 
     #[tokio::test]
@@ -412,15 +423,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_transport_error_names_the_request() {
-        let (svc, mut handle) = mock::pair::<Request<kube::client::Body>, Response<Full<Bytes>>>();
-        let client = kube::Client::new(RequestContextLayer.layer(svc), "default");
-        let req = Request::get("/apis/kubevirt.io/v1/virtualmachines")
-            .body(Vec::new())
-            .expect("request");
-        let sent = tokio::spawn(async move { client.request::<serde_json::Value>(req).await });
-        let (_, respond) = handle.next_request().await.expect("a request");
-        respond.send_error(std::io::Error::other("connection refused"));
-        let err = sent.await.expect("joined").expect_err("an error");
+        let err = exchange("/apis/kubevirt.io/v1/virtualmachines", |r| {
+            r.send_error(std::io::Error::other("connection refused"))
+        })
+        .await
+        .expect_err("an error");
         assert!(
             err.to_string()
                 .contains("list virtualmachines.kubevirt.io/v1 in all namespaces: connection refused"),
@@ -430,19 +437,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_success_passes_untouched() {
-        let (svc, mut handle) = mock::pair::<Request<kube::client::Body>, Response<Full<Bytes>>>();
-        let client = kube::Client::new(RequestContextLayer.layer(svc), "default");
-        let req = Request::get("/api/v1/namespaces/ns")
-            .body(Vec::new())
-            .expect("request");
-        let sent = tokio::spawn(async move { client.request_text(req).await });
-        let (_, respond) = handle.next_request().await.expect("a request");
-        respond.send_response(Response::new(Full::new(Bytes::from_static(
-            b"{\"kind\":\"Namespace\"}",
-        ))));
-        assert_eq!(
-            sent.await.expect("joined").expect("ok"),
-            "{\"kind\":\"Namespace\"}"
-        );
+        let body = exchange("/api/v1/namespaces/ns", |r| {
+            r.send_response(Response::new(Full::new(Bytes::from_static(
+                b"{\"kind\":\"Namespace\"}",
+            ))))
+        })
+        .await;
+        assert_eq!(body.expect("ok"), "{\"kind\":\"Namespace\"}");
     }
 }
