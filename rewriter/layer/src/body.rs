@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use tokio::sync::mpsc;
 
 use crate::metrics::ByteCounter;
-use crate::shutdown::Watch;
+use crate::shutdown::ShutdownSignal;
 
 /// A boxed error that crosses task and crate boundaries.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -135,7 +135,7 @@ pub(crate) struct EndOnShutdown<B> {
 
 impl<B> EndOnShutdown<B> {
     /// Wraps a watch body.
-    pub(crate) fn new(inner: B, watch: Watch, newline_framed: bool) -> Self {
+    pub(crate) fn new(inner: B, watch: ShutdownSignal, newline_framed: bool) -> Self {
         Self {
             inner,
             stop: Box::pin(watch.cancelled()),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube_api_rewriter::{Route, Rules};
 
 use crate::metrics::{ByteCounter, Decision, Flow, Observe, Side};
-use crate::shutdown::Watch;
+use crate::shutdown::ShutdownSignal;
 
 /// Limits of the rewriting path: the defaults, changed with the `with_*` setters.
 ///
@@ -70,7 +70,7 @@ pub(crate) struct Ctx {
     /// The client accepts gzip.
     pub(crate) client_gzip: bool,
     pub(crate) limits: Limits,
-    pub(crate) shutdown: Watch,
+    pub(crate) shutdown: ShutdownSignal,
     pub(crate) observe: Arc<dyn Observe>,
 }
 

@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::headers::{accepts_gzip, cbor_only, json_accept};
 use crate::metrics::{Decision, Flow, Observe, Side};
 use crate::response;
-use crate::shutdown::Watch;
+use crate::shutdown::ShutdownSignal;
 
 /// One request on its way up and its response on the way back.
 ///
@@ -30,13 +30,13 @@ use crate::shutdown::Watch;
 /// # async fn demo() -> Result<(), kube_api_rewriter_layer::Error> {
 /// use std::sync::Arc;
 /// use kube_api_rewriter::ProxyMode;
-/// use kube_api_rewriter_layer::{Exchange, Limits, NoMetrics, Rules, Watch, body};
+/// use kube_api_rewriter_layer::{Exchange, Limits, NoMetrics, Rules, ShutdownSignal, body};
 ///
 /// let rules = Arc::new(Rules::builtin_kubevirt());
 /// let req = http::Request::get("/apis/kubevirt.io/v1/namespaces/ns/virtualmachines")
 ///     .body(body::empty())
 ///     .unwrap();
-/// let exchange = Exchange::new(rules, ProxyMode::Api, &req, Limits::default(), Watch::never(),
+/// let exchange = Exchange::new(rules, ProxyMode::Api, &req, Limits::default(), ShutdownSignal::never(),
 ///     Arc::new(NoMetrics));
 /// let up = exchange.request(req).await?;
 /// assert_eq!(
@@ -50,7 +50,7 @@ pub struct Exchange {
     rules: Arc<Rules>,
     route: Arc<Route>,
     limits: Limits,
-    shutdown: Watch,
+    shutdown: ShutdownSignal,
     observe: Arc<dyn Observe>,
     client_gzip: bool,
     /// The client asked for YAML: upstream is asked for JSON, the response converted.
@@ -75,7 +75,7 @@ impl Exchange {
         mode: ProxyMode,
         req: &Request<B>,
         limits: Limits,
-        shutdown: Watch,
+        shutdown: ShutdownSignal,
         observe: Arc<dyn Observe>,
     ) -> Self {
         let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
@@ -92,6 +92,14 @@ impl Exchange {
             yaml,
             over_limit: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Ends the response's watch stream (or pass-through watch) cleanly, at an event boundary,
+    /// once `shutdown` fires, in place of the signal given to [`Exchange::new`].
+    #[must_use]
+    pub fn with_shutdown(mut self, shutdown: ShutdownSignal) -> Self {
+        self.shutdown = shutdown;
+        self
     }
 
     /// True when the request body, streamed on to upstream, ran over the limit: a failed send

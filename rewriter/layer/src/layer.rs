@@ -16,7 +16,7 @@ use crate::body::{Body, BoxError};
 use crate::ctx::Limits;
 use crate::exchange::Exchange;
 use crate::metrics::{NoMetrics, Observe};
-use crate::shutdown::Watch;
+use crate::shutdown::ShutdownSignal;
 
 /// Wraps a client's service so that requests are renamed and responses restored.
 ///
@@ -38,7 +38,7 @@ use crate::shutdown::Watch;
 pub struct RewriteLayer {
     rules: Arc<Rules>,
     limits: Limits,
-    shutdown: Watch,
+    shutdown: ShutdownSignal,
     observe: Arc<dyn Observe>,
 }
 
@@ -48,7 +48,7 @@ impl RewriteLayer {
         Self {
             rules,
             limits: Limits::default(),
-            shutdown: Watch::never(),
+            shutdown: ShutdownSignal::never(),
             observe: Arc::new(NoMetrics),
         }
     }
@@ -74,7 +74,7 @@ impl RewriteLayer {
 
     /// Ends rewritten watch streams cleanly, at an event boundary, once `shutdown` fires.
     #[must_use]
-    pub fn with_shutdown(mut self, shutdown: Watch) -> Self {
+    pub fn with_shutdown(mut self, shutdown: ShutdownSignal) -> Self {
         self.shutdown = shutdown;
         self
     }

@@ -57,4 +57,4 @@ pub use kube_api_rewriter::Rules;
 pub use layer::{RewriteLayer, RewriteService};
 pub use metrics::{ByteCounter, Decision, Flow, NoMetrics, Observe, Side};
 pub use openapi::cached_documents;
-pub use shutdown::{Shutdown, Watch};
+pub use shutdown::{Shutdown, ShutdownSignal};

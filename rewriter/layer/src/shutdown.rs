@@ -1,5 +1,6 @@
-//! Graceful shutdown: one trigger, many watchers. Watch streams end cleanly at the next event
-//! boundary once it fires, so clients re-watch instead of seeing a cut event.
+//! Graceful shutdown: one trigger ([`Shutdown`]), many observers ([`ShutdownSignal`]). Watch
+//! streams end cleanly at the next event boundary once it fires, so clients re-watch instead of
+//! seeing a cut event.
 
 use tokio::sync::watch;
 
@@ -7,19 +8,19 @@ use tokio::sync::watch;
 ///
 /// ```
 /// let shutdown = kube_api_rewriter_layer::Shutdown::new();
-/// let watch = shutdown.watch();
-/// assert!(!watch.is_cancelled());
+/// let signal = shutdown.signal();
+/// assert!(!signal.is_cancelled());
 /// shutdown.trigger();
-/// assert!(watch.is_cancelled());
+/// assert!(signal.is_cancelled());
 /// ```
 #[derive(Debug, Clone)]
 pub struct Shutdown {
     tx: watch::Sender<bool>,
 }
 
-/// Observes shutdown.
+/// Observes a [`Shutdown`]: whether it has started, and a future that completes when it does.
 #[derive(Debug, Clone)]
-pub struct Watch {
+pub struct ShutdownSignal {
     rx: Option<watch::Receiver<bool>>,
 }
 
@@ -37,9 +38,9 @@ impl Shutdown {
         }
     }
 
-    /// A watcher.
-    pub fn watch(&self) -> Watch {
-        Watch {
+    /// An observer of this shutdown.
+    pub fn signal(&self) -> ShutdownSignal {
+        ShutdownSignal {
             rx: Some(self.tx.subscribe()),
         }
     }
@@ -50,10 +51,10 @@ impl Shutdown {
     }
 }
 
-impl Watch {
-    /// A watcher that never fires (for embedding without a shutdown).
-    pub fn never() -> Watch {
-        Watch { rx: None }
+impl ShutdownSignal {
+    /// A signal that never fires (for embedding without a shutdown).
+    pub fn never() -> ShutdownSignal {
+        ShutdownSignal { rx: None }
     }
 
     /// True once shutdown was triggered.

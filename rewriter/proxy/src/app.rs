@@ -3,15 +3,14 @@
 use std::sync::Arc;
 
 use kube_api_rewriter::ProxyMode;
-use kube_api_rewriter::Rules;
 
 use crate::config::Config;
 use crate::health::{self, Readiness};
 use crate::metrics::Metrics;
 use crate::metrics_auth::MonitoringAuth;
-use crate::proxy::Proxy;
 use crate::server::{self, ServeOptions};
 use crate::shutdown::{self, Shutdown};
+use crate::stack::{self, ProxySettings};
 use crate::upstream::Upstream;
 use crate::webhook;
 
@@ -24,17 +23,12 @@ fn start_err(e: impl std::fmt::Display) -> StartError {
     StartError(e.to_string())
 }
 
-/// Loads the rule file, or the built-in KubeVirt rules.
-pub fn load_rules(cfg: &Config) -> Result<Rules, StartError> {
-    crate::reload::load(cfg.rules_path.as_deref()).map_err(StartError)
-}
-
 /// Runs the proxies until SIGTERM or SIGINT, then stops gracefully.
 pub async fn run(cfg: Config) -> Result<(), StartError> {
     let shutdown = Shutdown::new();
     let signals = shutdown.clone();
     let mut sig = tokio::spawn(async move {
-        match shutdown::signal().await {
+        match shutdown::terminate_signal().await {
             Ok(name) => tracing::info!(signal = name, "shutting down"),
             Err(e) => tracing::error!(error = %e, "cannot listen for signals"),
         }
@@ -75,28 +69,26 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
     let rules = crate::reload::RulesHandle::load(cfg.rules_path.as_deref()).map_err(StartError)?;
     let metrics = Metrics::new();
     rules.set_metrics(Arc::clone(&metrics));
-    rules
-        .spawn_watcher(crate::reload::POLL, shutdown.watch())
-        .map_err(StartError)?;
+    let d = cfg.deadlines;
+    rules.spawn_watcher(&d, shutdown.signal()).map_err(StartError)?;
     let mut tasks = Vec::new();
     let opts = |name| ServeOptions {
         name,
-        header_read_timeout: cfg.header_read_timeout,
-        shutdown_timeout: cfg.shutdown_timeout,
         max_connections: cfg.max_connections,
-        idle_timeout: cfg.connection_idle_timeout,
+        shutdown_deadline: d.shutdown,
+        deadlines: d,
     };
 
     let api_upstream = match (cfg.client_proxy, &cfg.monitoring_auth) {
         (None, None) => None,
         _ => Some(Arc::new(
-            Upstream::kube(&cfg.upstream)
+            Upstream::kube(&cfg.upstream, &d)
                 .await
                 .map_err(start_err)?
                 .with_dropped_client_impersonation(cfg.drop_impersonation_headers),
         )),
     };
-    let readiness = Readiness::new(cfg.readyz_stale_after);
+    let readiness = Readiness::new(d.readyz_stale);
     readiness.set_rules(Arc::clone(&rules));
 
     // Bind everything before serving anything, so a busy port fails start-up as a whole.
@@ -110,8 +102,9 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
     };
     let webhook = match &cfg.webhook {
         Some(w) => {
-            let up = Arc::new(webhook::upstream(w).map_err(|e| StartError(format!("WEBHOOK_ADDRESS: {e}")))?);
-            let acc = webhook::acceptor(w, shutdown.watch())
+            let up =
+                Arc::new(webhook::upstream(w, &d).map_err(|e| StartError(format!("WEBHOOK_ADDRESS: {e}")))?);
+            let acc = webhook::acceptor(w, shutdown.signal())
                 .map_err(|e| StartError(format!("webhook certificate: {e}")))?;
             let l = server::bind(w.listen, "WEBHOOK_LISTEN_ADDRESS/PORT")
                 .await
@@ -130,57 +123,53 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
     };
 
     let monitoring_auth = match (&cfg.monitoring_auth, &api_upstream) {
-        (Some(attrs), Some(up)) => Some(MonitoringAuth::new(Arc::clone(up), attrs.clone())),
+        (Some(attrs), Some(up)) => Some(MonitoringAuth::new(Arc::clone(up), attrs.clone(), &d)),
         _ => None,
     };
     if let (Some(up), Some(l)) = (&api_upstream, api_listener) {
-        readiness.spawn_poller(Arc::clone(up), cfg.readyz_poll_interval, shutdown.watch());
-        let proxy = Arc::new(Proxy {
+        readiness.spawn_poller(Arc::clone(up), d, shutdown.signal());
+        let svc = stack::proxy(ProxySettings {
             name: "kube-api",
             mode: ProxyMode::Api,
             rules: Arc::clone(&rules),
             upstream: Arc::clone(up),
             metrics: Arc::clone(&metrics),
             limits: cfg.limits(),
-            upstream_timeout: cfg.upstream_response_timeout,
-            shutdown: shutdown.watch(),
+            deadlines: d,
+            shutdown: shutdown.signal(),
             rule_paths_only: false,
-            stream_idle_timeout: cfg.stream_idle_timeout,
             remote_identity: Some(cfg.remote_identity.clone()),
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, "API proxy listening");
-        let h = move |req| Arc::clone(&proxy).handle(req);
         tasks.push(tokio::spawn(server::serve(
             l,
             None,
-            h,
+            svc,
             opts("kube-api"),
-            shutdown.watch(),
+            shutdown.signal(),
         )));
     }
     let w_rule_paths_only = cfg.webhook.as_ref().is_some_and(|w| w.rule_paths_only);
     if let Some((up, acc, l)) = webhook {
-        let proxy = Arc::new(Proxy {
+        let svc = stack::proxy(ProxySettings {
             name: "webhook",
             mode: ProxyMode::Webhook,
             rules: Arc::clone(&rules),
             upstream: up,
             metrics: Arc::clone(&metrics),
             limits: cfg.limits(),
-            upstream_timeout: cfg.upstream_response_timeout,
-            shutdown: shutdown.watch(),
+            deadlines: d,
+            shutdown: shutdown.signal(),
             rule_paths_only: w_rule_paths_only,
-            stream_idle_timeout: cfg.stream_idle_timeout,
             remote_identity: None,
         });
         tracing::info!(address = %l.local_addr().map_err(start_err)?, tls = acc.is_some(), "webhook proxy listening");
-        let h = move |req| Arc::clone(&proxy).handle(req);
         tasks.push(tokio::spawn(server::serve(
             l,
             acc,
-            h,
+            svc,
             opts("webhook"),
-            shutdown.watch(),
+            shutdown.signal(),
         )));
     }
     if cfg.client_proxy.is_none() {
@@ -192,22 +181,22 @@ pub async fn start(cfg: Config, shutdown: &Shutdown) -> Result<(), StartError> {
         let m = Arc::clone(&metrics);
         let r = Arc::clone(&readiness);
         let auth = monitoring_auth.clone();
-        let h = move |req: http::Request<hyper::body::Incoming>| {
+        let h = tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let (m, r, auth) = (Arc::clone(&m), Arc::clone(&r), auth.clone());
             async move {
                 if let Some(auth) = auth
                     && matches!(req.uri().path(), "/metrics" | "/metrics/")
                     && let Some(refused) = health::refuse(auth.check(req.headers()).await)
                 {
-                    return refused;
+                    return Ok(refused);
                 }
-                health::handle(&m, &r, &req)
+                Ok::<_, std::convert::Infallible>(health::handle(&m, &r, &req))
             }
-        };
+        });
         let mut o = opts("monitoring");
-        o.shutdown_timeout = std::time::Duration::from_secs(1);
+        o.shutdown_deadline = d.monitoring_shutdown;
         o.max_connections = cfg.monitoring_max_connections;
-        tasks.push(tokio::spawn(server::serve(l, None, h, o, shutdown.watch())));
+        tasks.push(tokio::spawn(server::serve(l, None, h, o, shutdown.signal())));
     }
     if tasks.is_empty() {
         return Err(StartError(

@@ -11,6 +11,8 @@ use std::time::Duration;
 use clap::Args;
 use http::Uri;
 
+use crate::deadlines::Deadlines;
+
 /// The proxy's settings as given (environment or flags).
 #[derive(Debug, Clone, Args)]
 pub struct ProxyArgs {
@@ -235,16 +237,8 @@ pub struct Config {
     pub max_item: usize,
     /// Largest response read whole in bytes.
     pub max_response: usize,
-    /// Header read timeout.
-    pub header_read_timeout: Duration,
-    /// Upstream response header timeout.
-    pub upstream_response_timeout: Duration,
-    /// Shutdown deadline.
-    pub shutdown_timeout: Duration,
-    /// Idle timeout of upgraded connections.
-    pub stream_idle_timeout: Duration,
-    /// Idle timeout of client connections with no request in flight.
-    pub connection_idle_timeout: Duration,
+    /// Every deadline: the `*_TIMEOUT` and `READYZ_*` settings, and the fixed ones.
+    pub deadlines: Deadlines,
     /// `POD_IP` as given (noted at start, not used).
     pub pod_ip: Option<String>,
     /// Connection cap of the API and webhook listeners (each).
@@ -253,10 +247,6 @@ pub struct Config {
     pub monitoring_max_connections: usize,
     /// The `X-Remote-*` identity sent upstream by the API proxy.
     pub remote_identity: crate::upstream::identity::RemoteIdentity,
-    /// Readiness poll interval.
-    pub readyz_poll_interval: Duration,
-    /// Readiness staleness limit.
-    pub readyz_stale_after: Duration,
 }
 
 impl Config {
@@ -427,14 +417,7 @@ impl ProxyArgs {
             max_request_body,
             max_item: count("MAX_ITEM_BYTES", &self.max_item_bytes)?,
             max_response: count("MAX_RESPONSE_BYTES", &self.max_response_bytes)?,
-            header_read_timeout: duration("HEADER_READ_TIMEOUT", &self.header_read_timeout)?,
-            upstream_response_timeout: duration(
-                "UPSTREAM_RESPONSE_TIMEOUT",
-                &self.upstream_response_timeout,
-            )?,
-            shutdown_timeout: duration("SHUTDOWN_TIMEOUT", &self.shutdown_timeout)?,
-            stream_idle_timeout: duration("STREAM_IDLE_TIMEOUT", &self.stream_idle_timeout)?,
-            connection_idle_timeout: duration("CONNECTION_IDLE_TIMEOUT", &self.connection_idle_timeout)?,
+            deadlines: self.deadlines()?,
             pod_ip: self.pod_ip.clone().filter(|p| !p.trim().is_empty()),
             max_connections: count("MAX_CONNECTIONS", &self.max_connections)?,
             monitoring_max_connections: count(
@@ -453,8 +436,20 @@ impl ProxyArgs {
                 };
                 bad(name, v, e.to_string())
             })?,
-            readyz_poll_interval: duration("READYZ_POLL_INTERVAL", &self.readyz_poll_interval)?,
-            readyz_stale_after: duration("READYZ_STALE_AFTER", &self.readyz_stale_after)?,
+        })
+    }
+
+    /// The configurable deadlines over the fixed ones.
+    fn deadlines(&self) -> Result<Deadlines, ConfigError> {
+        Ok(Deadlines {
+            header_read: duration("HEADER_READ_TIMEOUT", &self.header_read_timeout)?,
+            upstream_response: duration("UPSTREAM_RESPONSE_TIMEOUT", &self.upstream_response_timeout)?,
+            connection_idle: duration("CONNECTION_IDLE_TIMEOUT", &self.connection_idle_timeout)?,
+            stream_idle: duration("STREAM_IDLE_TIMEOUT", &self.stream_idle_timeout)?,
+            shutdown: duration("SHUTDOWN_TIMEOUT", &self.shutdown_timeout)?,
+            readyz_poll: duration("READYZ_POLL_INTERVAL", &self.readyz_poll_interval)?,
+            readyz_stale: duration("READYZ_STALE_AFTER", &self.readyz_stale_after)?,
+            ..Deadlines::DEFAULT
         })
     }
 }
@@ -590,6 +585,18 @@ mod tests {
         assert_eq!(c.monitoring, Some("0.0.0.0:9090".parse().expect("addr")));
         assert_eq!(c.max_request_body, 3 << 20);
         assert!(c.webhook.is_none());
+    }
+
+    #[test]
+    fn the_deadline_settings_default_to_the_deadlines_defaults() {
+        let c = args(&[]).resolve().expect("valid");
+        assert_eq!(c.deadlines, Deadlines::DEFAULT);
+        let c = args(&["--upstream-response-timeout", "2m", "--stream-idle-timeout", "1h"])
+            .resolve()
+            .expect("valid");
+        assert_eq!(c.deadlines.upstream_response, Duration::from_secs(120));
+        assert_eq!(c.deadlines.stream_idle, Duration::from_secs(3600));
+        assert_eq!(c.deadlines.header_read, Deadlines::DEFAULT.header_read);
     }
 
     #[test]

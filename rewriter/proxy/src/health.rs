@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 
+use crate::deadlines::Deadlines;
 use crate::metrics::Metrics;
-use crate::shutdown::Watch;
+use crate::shutdown::ShutdownSignal;
 use crate::upstream::Upstream;
 use kube_api_rewriter_layer::{Body, body};
 
@@ -76,8 +77,9 @@ impl Readiness {
         }
     }
 
-    /// Polls `GET /readyz` of `upstream` every `interval` until shutdown.
-    pub fn spawn_poller(self: &Arc<Self>, upstream: Arc<Upstream>, interval: Duration, shutdown: Watch) {
+    /// Polls `GET /readyz` of `upstream` every [`Deadlines::readyz_poll`] until shutdown.
+    pub fn spawn_poller(self: &Arc<Self>, upstream: Arc<Upstream>, d: Deadlines, shutdown: ShutdownSignal) {
+        let interval = d.readyz_poll;
         let this = Arc::clone(self);
         tokio::spawn(async move {
             let stop = shutdown.cancelled();
@@ -85,7 +87,7 @@ impl Readiness {
             loop {
                 let res = tokio::select! {
                     _ = &mut stop => return,
-                    r = tokio::time::timeout(interval.max(Duration::from_millis(500)) * 2, poll(&upstream)) => {
+                    r = tokio::time::timeout(interval.max(d.readyz_poll_floor) * 2, poll(&upstream, d.readyz_answer)) => {
                         r.unwrap_or_else(|_| Err("upstream /readyz timed out".into()))
                     }
                 };
@@ -99,10 +101,8 @@ impl Readiness {
     }
 }
 
-/// Time upstream `/readyz` has to answer.
-const READYZ_ANSWER: std::time::Duration = std::time::Duration::from_secs(5);
-
-async fn poll(upstream: &Upstream) -> Result<(), String> {
+/// Asks upstream `/readyz`, giving it `answer` to answer.
+async fn poll(upstream: &Upstream, answer: Duration) -> Result<(), String> {
     let uri = upstream.uri("/readyz").map_err(|e| e.to_string())?;
     let mut headers = HeaderMap::new();
     upstream.authorize(&mut headers);
@@ -110,9 +110,9 @@ async fn poll(upstream: &Upstream) -> Result<(), String> {
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
     // A stopped (not dead) kube-apiserver must not hang the poller.
-    let resp = tokio::time::timeout(READYZ_ANSWER, upstream.send(req, Some(READYZ_ANSWER)))
+    let resp = tokio::time::timeout(answer, upstream.send(req, Some(answer)))
         .await
-        .map_err(|_| format!("upstream /readyz: no answer within {READYZ_ANSWER:?}"))?
+        .map_err(|_| format!("upstream /readyz: no answer within {answer:?}"))?
         .map_err(|e| format!("upstream /readyz: {e}"))?;
     if resp.status() == StatusCode::OK {
         Ok(())

@@ -6,29 +6,31 @@
 //! * [`upstream`]: the connection to kube-apiserver (kubeconfig or in-cluster) or to a webhook:
 //!   its credentials, the HTTP/2 pool, watches on connections of their own, and the identity
 //!   headers it sends ([`upstream::identity`]: `REMOTE_USER`, `REMOTE_GROUPS`, impersonation).
-//! * [`proxy`]: the request handler shared by the API proxy and the webhook proxy.
+//! * [`stack`]: the request path shared by the API proxy and the webhook proxy, a tower stack of
+//!   one layer per concern (routing, metrics, drain, body limits, identity, rewriting,
+//!   deadlines) around the service that sends upstream.
+//! * [`server`]: accepting connections: TLS, the connection cap ([`server::conns`]), the
+//!   header-read and idle timeouts ([`server::idle`]), graceful shutdown.
+//! * [`deadlines`]: every deadline, configurable or fixed.
 //! * [`webhook`]: the webhook proxy's target and TLS listener.
 //! * [`tls`]: server certificates that reload when their files change.
 //! * [`metrics`], [`health`]: `/metrics`, `/healthz`, `/readyz`; [`metrics_auth`]: `MONITORING_AUTH` (TokenReview and SubjectAccessReview for `/metrics`); [`labels`]: bounded label values.
-//! * [`rlimit`]: the open-file limit raised at start; [`idle`]: the idle timeout of upgraded
-//!   connections.
-//! * [`shutdown`], [`server`], [`app`]: signals, accept loops and start-up; [`conns`]: the
-//!   connection cap of a listener.
+//! * [`rlimit`]: the open-file limit raised at start.
+//! * [`shutdown`], [`app`]: signals and start-up.
 //! * [`reload`]: `RULES_PATH` reloaded without a restart.
 
 pub mod app;
 pub mod config;
-pub mod conns;
+pub mod deadlines;
 pub mod health;
-pub mod idle;
 pub mod labels;
 pub mod metrics;
 pub mod metrics_auth;
-pub mod proxy;
 pub mod reload;
 pub mod rlimit;
 pub mod server;
 pub mod shutdown;
+pub mod stack;
 pub mod tls;
 pub mod upstream;
 pub mod webhook;

@@ -47,7 +47,7 @@ struct RuleFiles {
 
 #[derive(Args)]
 #[group(required = true, multiple = false)]
-struct Dir {
+struct DirectionArgs {
     /// Client to server: original names become renamed ones (AdmissionReview: the response).
     #[arg(long)]
     rename: bool,
@@ -56,7 +56,7 @@ struct Dir {
     restore: bool,
 }
 
-impl Dir {
+impl DirectionArgs {
     fn get(&self) -> Direction {
         if self.rename {
             Direction::Rename
@@ -71,7 +71,7 @@ struct RewriteArgs {
     #[command(flatten)]
     rules: RuleFiles,
     #[command(flatten)]
-    dir: Dir,
+    dir: DirectionArgs,
     /// HTTP method of the request the body belongs to.
     #[arg(long, default_value = "GET")]
     method: String,
@@ -95,7 +95,7 @@ struct RewritePathArgs {
     #[command(flatten)]
     rules: RuleFiles,
     #[command(flatten)]
-    dir: Dir,
+    dir: DirectionArgs,
     /// HTTP method.
     #[arg(long, default_value = "GET")]
     method: String,
@@ -219,6 +219,7 @@ fn main() -> ExitCode {
 fn proxy(args: &ProxyArgs) -> anyhow::Result<()> {
     let cfg = args.resolve().map_err(bad)?;
     init_logging(cfg.log);
+    let grace = cfg.deadlines.runtime_shutdown;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -226,7 +227,7 @@ fn proxy(args: &ProxyArgs) -> anyhow::Result<()> {
     rt.block_on(kube_api_rewriter_proxy::app::run(cfg)).map_err(bad)?;
     // Upgraded connections (exec sessions) still open once the other connections have finished
     // end with the process: graceful shutdown does not wait for them.
-    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    rt.shutdown_timeout(grace);
     Ok(())
 }
 

@@ -16,10 +16,9 @@ use http_body_util::{BodyExt, Limited};
 use kube_api_rewriter_layer::body;
 use serde::Deserialize;
 
+use crate::deadlines::Deadlines;
 use crate::upstream::Upstream;
 
-/// How long a decision is kept.
-pub const CACHE_TTL: Duration = Duration::from_secs(120);
 /// Tokens remembered at most; when full, expired entries go, then everything.
 pub const CACHE_ENTRIES: usize = 1024;
 /// Largest review answer read.
@@ -71,6 +70,10 @@ pub struct MonitoringAuth {
     upstream: Arc<Upstream>,
     attrs: ResourceAttributes,
     cache: Mutex<HashMap<TokenKey, (Instant, Decision)>>,
+    /// How long a decision is kept.
+    ttl: Duration,
+    /// kube-apiserver's time to answer a review.
+    review_deadline: Duration,
 }
 
 #[derive(Deserialize)]
@@ -93,11 +96,13 @@ struct AccessStatus {
 
 impl MonitoringAuth {
     /// Checks tokens against `upstream` for `attrs`.
-    pub fn new(upstream: Arc<Upstream>, attrs: ResourceAttributes) -> Arc<Self> {
+    pub fn new(upstream: Arc<Upstream>, attrs: ResourceAttributes, d: &Deadlines) -> Arc<Self> {
         Arc::new(Self {
             upstream,
             attrs,
             cache: Mutex::new(HashMap::new()),
+            ttl: d.metrics_auth_cache,
+            review_deadline: d.metrics_auth_review,
         })
     }
 
@@ -126,14 +131,15 @@ impl MonitoringAuth {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         cache
             .get(&TokenKey::of(token))
-            .filter(|(t, _)| t.elapsed() < CACHE_TTL)
+            .filter(|(t, _)| t.elapsed() < self.ttl)
             .map(|(_, d)| *d)
     }
 
     fn remember(&self, token: &str, d: Decision) {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= CACHE_ENTRIES {
-            cache.retain(|_, (t, _)| t.elapsed() < CACHE_TTL);
+            let ttl = self.ttl;
+            cache.retain(|_, (t, _)| t.elapsed() < ttl);
             if cache.len() >= CACHE_ENTRIES {
                 cache.clear();
             }
@@ -203,11 +209,11 @@ impl MonitoringAuth {
         *req.uri_mut() = uri;
         *req.headers_mut() = headers;
         let resp = tokio::time::timeout(
-            Duration::from_secs(10),
-            self.upstream.send(req, Some(Duration::from_secs(10))),
+            self.review_deadline,
+            self.upstream.send(req, Some(self.review_deadline)),
         )
         .await
-        .map_err(|_| format!("{path}: no answer within 10s"))?
+        .map_err(|_| format!("{path}: no answer within {:?}", self.review_deadline))?
         .map_err(|e| format!("{path}: {e}"))?;
         let status = resp.status();
         let b = Limited::new(resp.into_body(), MAX_ANSWER)

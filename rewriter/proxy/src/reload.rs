@@ -11,17 +11,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
 
 use kube_api_rewriter::Rules;
 use kube_api_rewriter::rules::Source;
 use notify::{RecursiveMode, Watcher};
 
-use crate::shutdown::Watch;
-
-/// How often the rule file is read again when no file event arrived (a fallback: events may be
-/// missed on some file systems).
-pub const POLL: Duration = Duration::from_secs(10);
+use crate::deadlines::Deadlines;
+use crate::shutdown::ShutdownSignal;
 
 /// The rules in force, and where they come from.
 #[derive(Debug)]
@@ -116,8 +112,10 @@ impl RulesHandle {
         out
     }
 
-    /// Watches the rule file's directory (and polls every `poll`) until shutdown.
-    pub fn spawn_watcher(self: &Arc<Self>, poll: Duration, shutdown: Watch) -> Result<(), String> {
+    /// Watches the rule file's directory (and polls every [`Deadlines::rules_poll`]; a burst
+    /// of events settles for [`Deadlines::rules_settle`]) until shutdown.
+    pub fn spawn_watcher(self: &Arc<Self>, d: &Deadlines, shutdown: ShutdownSignal) -> Result<(), String> {
+        let (poll, settle) = (d.rules_poll, d.rules_settle);
         let Some(path) = self.path.clone() else {
             return Ok(());
         };
@@ -149,7 +147,7 @@ impl RulesHandle {
                             return;
                         }
                         // Let a burst of events (an editor's save, a symlink swap) settle.
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        tokio::time::sleep(settle).await;
                         while rx.try_recv().is_ok() {}
                     }
                     _ = tokio::time::sleep(poll) => {}

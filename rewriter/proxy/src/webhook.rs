@@ -11,23 +11,24 @@ use std::sync::Arc;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::WebhookConfig;
-use crate::shutdown::Watch;
+use crate::deadlines::Deadlines;
+use crate::shutdown::ShutdownSignal;
 use crate::tls::{self, Follow, ReloadingCert, TlsError};
 use crate::upstream::{Upstream, UpstreamError};
 
 /// The webhook target.
-pub fn upstream(cfg: &WebhookConfig) -> Result<Upstream, UpstreamError> {
+pub fn upstream(cfg: &WebhookConfig, deadlines: &Deadlines) -> Result<Upstream, UpstreamError> {
     let name = cfg
         .server_name
         .clone()
         .or_else(|| cfg.target.host().map(str::to_owned));
-    Upstream::webhook(&cfg.target, name.as_deref(), cfg.ca_file.as_deref())
+    Upstream::webhook(&cfg.target, name.as_deref(), cfg.ca_file.as_deref(), deadlines)
 }
 
 /// The listener's TLS acceptor, with the certificate watched for changes; `None` for plain HTTP.
 pub fn acceptor(
     cfg: &WebhookConfig,
-    shutdown: Watch,
+    shutdown: ShutdownSignal,
 ) -> Result<Option<(TlsAcceptor, Arc<ReloadingCert>)>, TlsError> {
     let Some((cert, key)) = &cfg.tls else {
         return Ok(None);

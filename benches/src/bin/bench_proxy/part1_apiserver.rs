@@ -14,6 +14,7 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use kube_api_rewriter_layer::body as pbody;
+use kube_api_rewriter_proxy::deadlines::Deadlines;
 use kube_api_rewriter_proxy::upstream::{Upstream, UpstreamSource};
 use kube_api_rewriter_testkit::report::Report;
 
@@ -38,7 +39,13 @@ pub(crate) async fn part1(
         a.events,
         loadavg()
     );
-    let up = Arc::new(Upstream::kube(&UpstreamSource::Kubeconfig(vec![kubeconfig.to_owned()])).await?);
+    let up = Arc::new(
+        Upstream::kube(
+            &UpstreamSource::Kubeconfig(vec![kubeconfig.to_owned()]),
+            &Deadlines::default(),
+        )
+        .await?,
+    );
     let log = a.work_dir.join("bench-proxy-apiserver.log");
     let proxy = ProxyChild::start(&a.proxy_bin, kubeconfig, &log).await?;
     let peer = match &a.peer {
@@ -254,7 +261,13 @@ pub(crate) async fn part1(
         tokio::spawn(watch_into(p.addr(), path, Arc::clone(&co), Arc::clone(&kept)))
     });
     // The patches go over a connection of their own.
-    let up = Arc::new(Upstream::kube(&UpstreamSource::Kubeconfig(vec![kubeconfig.to_owned()])).await?);
+    let up = Arc::new(
+        Upstream::kube(
+            &UpstreamSource::Kubeconfig(vec![kubeconfig.to_owned()]),
+            &Deadlines::default(),
+        )
+        .await?,
+    );
     let t0 = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
     let okc = Arc::new(AtomicUsize::new(0));

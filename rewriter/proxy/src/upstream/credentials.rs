@@ -46,6 +46,8 @@ impl std::fmt::Debug for Auth {
 
 pub(super) struct TokenFile {
     path: PathBuf,
+    /// How often the file's modification time is looked at.
+    check: Duration,
     state: Mutex<TokenState>,
 }
 
@@ -55,13 +57,13 @@ struct TokenState {
     stamp: Option<(SystemTime, u64)>,
 }
 
-/// How often a token file's modification time is looked at.
-const TOKEN_CHECK: Duration = Duration::from_secs(1);
-
 impl TokenFile {
-    pub(super) fn new(path: PathBuf) -> Result<TokenFile, UpstreamError> {
+    /// Reads `path`, and again when its modification time or size has changed, looking every
+    /// `check`.
+    pub(super) fn new(path: PathBuf, check: Duration) -> Result<TokenFile, UpstreamError> {
         let t = TokenFile {
             path,
+            check,
             state: Mutex::new(TokenState {
                 value: None,
                 checked: Instant::now(),
@@ -90,7 +92,7 @@ impl TokenFile {
 
     pub(super) fn header(&self) -> Option<HeaderValue> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if st.checked.elapsed() >= TOKEN_CHECK
+        if st.checked.elapsed() >= self.check
             && let Err(e) = self.refresh(&mut st)
         {
             tracing::warn!(path = %self.path.display(), error = %e, "cannot re-read the token file; using the last token");

@@ -37,6 +37,7 @@ mod h2_pool;
 pub mod identity;
 mod watch_conn;
 
+use crate::deadlines::Deadlines;
 use crate::tls::{self, NoVerify};
 use credentials::{Auth, TokenFile, bearer, client_identity};
 pub use credentials::{UpstreamSource, load_kube_config};
@@ -83,10 +84,6 @@ const UPSTREAM_KEEPALIVE_PROBES: u32 = 3;
 /// Watches on upstream connections of their own at once; further ones share the pooled lanes.
 pub const MAX_OWN_WATCHES: usize = 100;
 
-/// How long watches go through the pool after a watch's own connection failed before its
-/// response head (upstream down, or offering only HTTP/2); then one tries again.
-pub const OWN_WATCH_RETRY: Duration = Duration::from_secs(60);
-
 /// A request head for sending again (extensions are not carried: none are read upstream).
 fn clone_parts(p: &http::request::Parts) -> http::request::Parts {
     let (mut out, ()) = Request::new(()).into_parts();
@@ -109,12 +106,14 @@ pub struct Upstream {
     /// Connections that offer only HTTP/1.1 (upgrades, watches on their own connection).
     h1_connector: HttpsConnector<HttpConnector>,
     /// When a watch's own connection last failed before its response head: watches then go
-    /// through the pool for [`OWN_WATCH_RETRY`] (an upstream that offers only HTTP/2 refuses
+    /// through the pool for [`Deadlines::own_watch_retry`] (an upstream that offers only HTTP/2 refuses
     /// every such connection, and each refusal costs a TLS handshake).
     own_watch_failed: Mutex<Option<Instant>>,
     /// Watches on connections of their own now (at most [`MAX_OWN_WATCHES`]).
     own_watches: Arc<AtomicUsize>,
     auth: Auth,
+    /// The upstream connections' deadlines (and [`Deadlines::own_watch_retry`]).
+    deadlines: Deadlines,
     /// The kubeconfig's impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`) as headers.
     impersonate: Vec<(http::HeaderName, HeaderValue)>,
     /// Drop client `Impersonate-*` headers when the kubeconfig sets no impersonation.
@@ -131,13 +130,13 @@ struct TlsSettings {
 
 impl Upstream {
     /// kube-apiserver from the configured source.
-    pub async fn kube(source: &UpstreamSource) -> Result<Upstream, UpstreamError> {
+    pub async fn kube(source: &UpstreamSource, deadlines: &Deadlines) -> Result<Upstream, UpstreamError> {
         let cfg = load_kube_config(source).await?;
-        Upstream::from_kube_config(cfg)
+        Upstream::from_kube_config(cfg, deadlines)
     }
 
     /// kube-apiserver from a loaded `kube::Config`.
-    pub fn from_kube_config(cfg: kube::Config) -> Result<Upstream, UpstreamError> {
+    pub fn from_kube_config(cfg: kube::Config, deadlines: &Deadlines) -> Result<Upstream, UpstreamError> {
         let a = &cfg.auth_info;
         if a.exec.is_some() || a.auth_provider.is_some() {
             return Err(UpstreamError::Config(
@@ -147,7 +146,7 @@ impl Upstream {
         let auth = if let Some(t) = &a.token {
             bearer(t.expose_secret().trim()).map_or(Auth::None, Auth::Fixed)
         } else if let Some(f) = &a.token_file {
-            Auth::TokenFile(TokenFile::new(PathBuf::from(f))?)
+            Auth::TokenFile(TokenFile::new(PathBuf::from(f), deadlines.token_file_check)?)
         } else if let (Some(u), Some(p)) = (&a.username, &a.password) {
             let b = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{}", p.expose_secret()));
             let mut v = HeaderValue::from_str(&format!("Basic {b}"))
@@ -169,7 +168,7 @@ impl Upstream {
             identity,
             server_name: cfg.tls_server_name.clone(),
         };
-        Upstream::build(&cfg.cluster_url, settings, auth, impersonate)
+        Upstream::build(&cfg.cluster_url, settings, auth, impersonate, deadlines)
     }
 
     /// A webhook server: TLS with `server_name`, verified only when a CA file is given.
@@ -177,6 +176,7 @@ impl Upstream {
         target: &Uri,
         server_name: Option<&str>,
         ca_file: Option<&Path>,
+        deadlines: &Deadlines,
     ) -> Result<Upstream, UpstreamError> {
         let roots = match ca_file {
             Some(p) => Some(tls::load_certs(p)?),
@@ -188,7 +188,7 @@ impl Upstream {
             identity: None,
             server_name: server_name.map(str::to_owned),
         };
-        Upstream::build(target, settings, Auth::None, Vec::new())
+        Upstream::build(target, settings, Auth::None, Vec::new(), deadlines)
     }
 
     fn build(
@@ -196,7 +196,9 @@ impl Upstream {
         s: TlsSettings,
         auth: Auth,
         impersonate: Vec<(http::HeaderName, HeaderValue)>,
+        deadlines: &Deadlines,
     ) -> Result<Upstream, UpstreamError> {
+        let d = *deadlines;
         let scheme = url.scheme().cloned().unwrap_or(http::uri::Scheme::HTTPS);
         let authority = url
             .authority()
@@ -237,12 +239,12 @@ impl Upstream {
             let mut http = HttpConnector::new();
             http.enforce_http(false);
             http.set_nodelay(true);
-            http.set_keepalive(Some(crate::server::KEEPALIVE_TIME));
-            http.set_keepalive_interval(Some(crate::server::KEEPALIVE_INTERVAL));
+            http.set_keepalive(Some(d.tcp_keepalive_time));
+            http.set_keepalive_interval(Some(d.tcp_keepalive_interval));
             // A quiet watch on a connection of its own learns of a dead upstream only from
             // these probes: 30 s + 3 x 10 s, not Linux's 9 (HTTP/2 lanes also ping).
             http.set_keepalive_retries(Some(UPSTREAM_KEEPALIVE_PROBES));
-            http.set_connect_timeout(Some(Duration::from_secs(10)));
+            http.set_connect_timeout(Some(d.upstream_connect));
             let b = hyper_rustls::HttpsConnectorBuilder::new()
                 .with_tls_config(tls_config.clone())
                 .https_or_http();
@@ -261,8 +263,8 @@ impl Upstream {
             Client::builder(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .pool_timer(TokioTimer::new())
-                .pool_idle_timeout(Duration::from_secs(90))
-                .http2_keep_alive_interval(Duration::from_secs(30))
+                .pool_idle_timeout(d.upstream_pool_idle)
+                .http2_keep_alive_interval(d.h2_ping_interval)
                 .http2_keep_alive_while_idle(true)
                 // A stream whose client stopped reading holds at most its own window; the
                 // connection window covers every stream's, so it never stalls the others.
@@ -286,6 +288,7 @@ impl Upstream {
             clients,
             upgrade_client,
             auth,
+            deadlines: d,
             impersonate,
             drop_client_impersonation: false,
         })
@@ -394,7 +397,7 @@ impl Upstream {
     /// Sends a watch: like [`Upstream::send`] without a stall timeout, but over an HTTP/1.1
     /// connection of its own that the response body drives, so a burst of events is read and
     /// rewritten without a task hand-off per event (`watch_conn.rs`). The pooled way instead for a
-    /// watch with a body, past [`MAX_OWN_WATCHES`], within [`OWN_WATCH_RETRY`] of such a
+    /// watch with a body, past [`MAX_OWN_WATCHES`], within [`Deadlines::own_watch_retry`] of such a
     /// connection failing before its response head, and for the watch whose connection failed.
     pub async fn send_watch(
         &self,
@@ -413,7 +416,7 @@ impl Upstream {
             Ok(resp) => Ok(resp.map(|b| UpstreamBody::new(b, Box::new(own), None))),
             Err(e) => {
                 drop(own);
-                tracing::info!(error = %e, retry_in_s = OWN_WATCH_RETRY.as_secs(), "watch connection failed before the response head; watches go over the pool meanwhile");
+                tracing::info!(error = %e, retry_in_s = self.deadlines.own_watch_retry.as_secs(), "watch connection failed before the response head; watches go over the pool meanwhile");
                 if let Ok(mut f) = self.own_watch_failed.lock() {
                     *f = Some(Instant::now());
                 }
@@ -422,11 +425,11 @@ impl Upstream {
         }
     }
 
-    /// Whether a watch's own connection failed less than [`OWN_WATCH_RETRY`] ago.
+    /// Whether a watch's own connection failed less than [`Deadlines::own_watch_retry`] ago.
     fn own_watch_failed_recently(&self) -> bool {
         self.own_watch_failed
             .lock()
-            .map(|f| f.is_some_and(|t| t.elapsed() < OWN_WATCH_RETRY))
+            .map(|f| f.is_some_and(|t| t.elapsed() < self.deadlines.own_watch_retry))
             .unwrap_or(false)
     }
 

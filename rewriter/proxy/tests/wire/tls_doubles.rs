@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use kube_api_rewriter_proxy::deadlines::Deadlines;
 use kube_api_rewriter_proxy::tls::{self, ReloadingCert};
 use kube_api_rewriter_proxy::upstream::Upstream;
 use kube_api_rewriter_testkit::{self_signed_cert, spawn_double};
@@ -112,7 +113,9 @@ pub(crate) fn upstream_for(addr: SocketAddr) -> (tokio::runtime::Runtime, Arc<Up
         .enable_all()
         .build()
         .expect("runtime");
-    let up = rt.block_on(async { Arc::new(Upstream::from_kube_config(cfg).expect("upstream")) });
+    let up = rt.block_on(async {
+        Arc::new(Upstream::from_kube_config(cfg, &Deadlines::default()).expect("upstream"))
+    });
     (rt, up)
 }
 

@@ -1,22 +1,21 @@
-//! Accept loops: HTTP/1.1 and HTTP/2 (plain or TLS), upgrades, graceful shutdown with a
-//! deadline, and what keeps hostile clients from holding connections:
+//! Accepting connections: HTTP/1.1 and HTTP/2 (plain or TLS), upgrades, graceful shutdown with a
+//! deadline, and what keeps hostile clients from holding connections; each request then goes
+//! to the listener's service (for the proxies, the stack of [`crate::stack`]):
 //!
 //! * Every connection must complete its first request (TLS handshake, HTTP/1-or-2 detection and
 //!   request headers) within the header read timeout, or it is closed; hyper's own
 //!   `header_read_timeout` covers later HTTP/1 requests, keep-alive pings HTTP/2 connections.
-//! * At most `max_connections` per listener ([`crate::conns`]): at the cap, the oldest
+//! * At most `max_connections` per listener ([`conns`]): at the cap, the oldest
 //!   connection that has not yet sent a complete request is closed to admit the new one (none:
 //!   the new one is closed).
 //! * A connection with no request in flight for the idle timeout is closed (HTTP/1 keep-alive
-//!   and HTTP/2 alike; a watch is in flight until its body ends).
+//!   and HTTP/2 alike; a watch is in flight until its body ends; [`idle`]).
 //! * TCP keep-alive on accepted sockets.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -26,66 +25,62 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+use tower::{Service, ServiceExt};
 
-use crate::conns::{Admit, Conns};
-use crate::idle::{Requests, TrackedBody};
-use crate::shutdown::Watch;
+use crate::deadlines::Deadlines;
+use crate::shutdown::ShutdownSignal;
+use conns::{Admit, Conns};
+use idle::{Requests, TrackedBody};
 use kube_api_rewriter_layer::{Body, body};
+
+pub mod conns;
+pub mod idle;
 
 /// How connections are served.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// For the log lines.
     pub name: &'static str,
-    /// Time a client has to send request headers (and finish a TLS handshake).
-    pub header_read_timeout: Duration,
-    /// Time open connections get after shutdown starts.
-    pub shutdown_timeout: Duration,
     /// Open connections at most.
     pub max_connections: usize,
-    /// A connection with no request in flight for this long is closed.
-    pub idle_timeout: Duration,
+    /// Time open connections get after shutdown starts.
+    pub shutdown_deadline: std::time::Duration,
+    /// The header read and idle timeouts, keep-alive and pings.
+    pub deadlines: Deadlines,
 }
 
-/// TCP keep-alive probes: first after this much idle time, then every [`KEEPALIVE_INTERVAL`].
-pub const KEEPALIVE_TIME: Duration = Duration::from_secs(30);
-/// Interval between TCP keep-alive probes.
-pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
-/// HTTP/2 keep-alive ping interval; a ping unanswered for [`H2_PING_TIMEOUT`] closes the connection.
-const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
-const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
-
-fn keepalive(stream: &tokio::net::TcpStream) {
+fn keepalive(stream: &tokio::net::TcpStream, d: &Deadlines) {
     let ka = socket2::TcpKeepalive::new()
-        .with_time(KEEPALIVE_TIME)
-        .with_interval(KEEPALIVE_INTERVAL);
+        .with_time(d.tcp_keepalive_time)
+        .with_interval(d.tcp_keepalive_interval);
     if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&ka) {
         tracing::debug!(error = %e, "cannot set TCP keep-alive");
     }
 }
 
 /// Serves `listener` until shutdown, then waits up to the deadline for open requests.
-pub async fn serve<H, F>(
+pub async fn serve<S>(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
-    handler: H,
+    service: S,
     opts: ServeOptions,
-    shutdown: Watch,
+    shutdown: ShutdownSignal,
 ) where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Response<Body>> + Send + 'static,
+    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
 {
+    let d = opts.deadlines;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(opts.header_read_timeout)
+        .header_read_timeout(d.header_read)
         .keep_alive(true);
     builder
         .http2()
         .timer(TokioTimer::new())
-        .keep_alive_interval(Some(H2_PING_INTERVAL))
-        .keep_alive_timeout(H2_PING_TIMEOUT);
+        .keep_alive_interval(Some(d.h2_ping_interval))
+        .keep_alive_timeout(d.h2_ping_timeout);
     let builder = Arc::new(builder);
     let conns = Conns::new(opts.max_connections);
     let graceful = GracefulShutdown::new();
@@ -99,13 +94,13 @@ pub async fn serve<H, F>(
                 Err(e) => {
                     // Out of file descriptors and the like: wait instead of spinning.
                     tracing::warn!(listener = opts.name, error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    tokio::time::sleep(d.accept_retry).await;
                     continue;
                 }
             },
         };
         let _ = stream.set_nodelay(true);
-        keepalive(&stream);
+        keepalive(&stream, &d);
         let guard = match conns.admit() {
             Admit::Open(g) => g,
             Admit::Full => {
@@ -116,9 +111,9 @@ pub async fn serve<H, F>(
         };
         let watcher = graceful.watcher();
         let builder = Arc::clone(&builder);
-        let handler = handler.clone();
+        let service = service.clone();
         let tls = tls.clone();
-        let timeout = opts.header_read_timeout;
+        let timeout = d.header_read;
         let name = opts.name;
         tokio::spawn(async move {
             let requested = guard.requested();
@@ -126,21 +121,21 @@ pub async fn serve<H, F>(
             let svc = {
                 let requested = Arc::clone(&requested);
                 let requests = requests.clone();
-                let hold = guard.hold();
+                let place = guard.place();
                 service_fn(move |mut req: Request<Incoming>| {
                     requested.store(true, Ordering::Relaxed);
                     // An upgrade takes it into the splice: the spliced connection keeps
                     // counting toward the cap after this task ends.
-                    req.extensions_mut().insert(hold.clone());
+                    req.extensions_mut().insert(place.clone());
                     let flight = requests.begin();
-                    let h = handler.clone();
+                    let service = service.clone();
                     async move {
-                        let resp = h(req).await;
+                        let resp = service.oneshot(req).await?;
                         Ok::<_, Infallible>(resp.map(|b| body::boxed(TrackedBody::new(b, flight))))
                     }
                 })
             };
-            let idle = opts.idle_timeout;
+            let idle = d.connection_idle;
             // No request within the header read timeout (nothing sent, part of the HTTP/2
             // preface, part of the headers, a stalled TLS handshake): the connection is closed.
             let first_request = {
@@ -205,7 +200,7 @@ pub async fn serve<H, F>(
     }
     drop(listener);
     tracing::info!(listener = opts.name, "shutting down: waiting for open requests");
-    if tokio::time::timeout(opts.shutdown_timeout, graceful.shutdown())
+    if tokio::time::timeout(opts.shutdown_deadline, graceful.shutdown())
         .await
         .is_err()
     {

@@ -6,7 +6,7 @@
 //! file descriptors than its own cap.
 //!
 //! A connection counts until its last user is gone: an upgraded (spliced) connection outlives
-//! its HTTP connection task, so the splice holds the connection's place with a [`Hold`].
+//! its HTTP connection task, so the splice holds the connection's place with a [`Place`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,21 +46,22 @@ pub enum Admit {
 /// One admitted connection.
 #[derive(Debug)]
 pub struct Guard {
-    held: Hold,
+    place: Place,
     requested: Arc<AtomicBool>,
     evict: Arc<Notify>,
 }
 
 /// A share in a connection's place under the cap: the place frees when the [`Guard`] and every
-/// `Hold` are gone. The server puts one in each request's extensions; an upgrade moves it into
+/// `Place` are gone. The server puts one in each request's extensions; an upgrade moves it into
 /// the splice.
 #[derive(Debug, Clone)]
-pub struct Hold {
-    _held: Arc<Held>,
+pub struct Place {
+    _occupant: Arc<Occupant>,
 }
 
 #[derive(Debug)]
-struct Held {
+/// The entry of one connection in the set: removed when the last share is gone.
+struct Occupant {
     id: u64,
     conns: Conns,
 }
@@ -72,8 +73,8 @@ impl Guard {
     }
 
     /// A share in this connection's place, for what outlives the connection task.
-    pub fn hold(&self) -> Hold {
-        self.held.clone()
+    pub fn place(&self) -> Place {
+        self.place.clone()
     }
 
     /// Completes when the connection is to be closed for a newer one.
@@ -83,7 +84,7 @@ impl Guard {
     }
 }
 
-impl Drop for Held {
+impl Drop for Occupant {
     fn drop(&mut self) {
         let mut st = self.conns.inner.lock().unwrap_or_else(|p| p.into_inner());
         st.open.remove(&self.id);
@@ -138,8 +139,8 @@ impl Conns {
             },
         );
         Admit::Open(Guard {
-            held: Hold {
-                _held: Arc::new(Held {
+            place: Place {
+                _occupant: Arc::new(Occupant {
                     id,
                     conns: self.clone(),
                 }),
@@ -201,7 +202,7 @@ mod tests {
         let c = Conns::new(1);
         let g = open(&c);
         g.requested().store(true, Ordering::Relaxed);
-        let spliced = g.hold();
+        let spliced = g.place();
         drop(g);
         assert_eq!(c.len(), 1, "the splice still holds the place");
         assert!(matches!(c.admit(), Admit::Full));

@@ -1,0 +1,144 @@
+//! Request body caps: a request that declares a body over the limit is answered 413 at once,
+//! and every body is read through a cap, so a streamed one (chunked, or an upgrade's) cannot
+//! run past it either. (The rewriting path reads rewritten bodies whole under the same cap, and
+//! tells a send that failed on the cap, 413, from an unavailable upstream.)
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{Response, header};
+use http_body_util::Limited;
+use kube_api_rewriter_layer::{Body, Error, body};
+use tower::{Layer, Service};
+
+use super::{Routed, answer};
+
+/// Caps request bodies at `max_request_body` bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitLayer {
+    max_request_body: usize,
+}
+
+impl LimitLayer {
+    /// Bodies of at most `max_request_body` bytes.
+    pub fn new(max_request_body: usize) -> Self {
+        Self { max_request_body }
+    }
+}
+
+impl<S> Layer<S> for LimitLayer {
+    type Service = LimitService<S>;
+
+    fn layer(&self, inner: S) -> LimitService<S> {
+        LimitService {
+            max: self.max_request_body,
+            inner,
+        }
+    }
+}
+
+/// The service [`LimitLayer`] makes.
+#[derive(Debug, Clone)]
+pub struct LimitService<S> {
+    max: usize,
+    inner: S,
+}
+
+impl<S> Service<Routed> for LimitService<S>
+where
+    S: Service<Routed, Response = Response<Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut r: Routed) -> Self::Future {
+        let declared = r
+            .req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.max as u64) {
+            let limit = self.max;
+            return Box::pin(async move { Ok(answer(Error::BodyTooLarge { limit })) });
+        }
+        if !http_body::Body::is_end_stream(r.req.body()) {
+            let b = std::mem::replace(r.req.body_mut(), body::empty());
+            *r.req.body_mut() = body::boxed(Limited::new(b, self.max));
+        }
+        Box::pin(self.inner.call(r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::super::test_support::{futures_now, mock, routed_req};
+    use super::*;
+
+    const VMS: &str = "/apis/kubevirt.io/v1/namespaces/d/virtualmachines";
+
+    #[tokio::test]
+    async fn a_declared_body_over_the_limit_is_answered_413_and_never_forwarded() {
+        let (svc, mut handle) = mock();
+        let req = Request::post(VMS)
+            .header("content-length", "11")
+            .body(body::full("0123456789a"))
+            .expect("request");
+        let resp = LimitLayer::new(10)
+            .layer(svc)
+            .oneshot(routed_req(req))
+            .await
+            .expect("answered");
+        assert_eq!(resp.status(), 413);
+        assert!(!matches!(futures_now(handle.next_request()), Some(Some(_))));
+    }
+
+    #[tokio::test]
+    async fn a_streamed_body_fails_at_the_limit() {
+        let (svc, mut handle) = mock();
+        let chunks = futures::stream::iter(
+            ["01234", "56789", "a"]
+                .map(|c| Ok::<_, kube_api_rewriter_layer::BoxError>(http_body::Frame::data(Bytes::from(c)))),
+        );
+        let req = Request::post(VMS)
+            .body(body::boxed(http_body_util::StreamBody::new(chunks)))
+            .expect("request");
+        let call = tokio::spawn(LimitLayer::new(10).layer(svc).oneshot(routed_req(req)));
+        let (r, send) = handle.next_request().await.expect("forwarded");
+        let read = r.req.into_body().collect().await;
+        let e = read.expect_err("over the limit");
+        assert!(
+            e.downcast_ref::<http_body_util::LengthLimitError>().is_some(),
+            "{e}"
+        );
+        send.send_response(Response::new(body::empty()));
+        call.await.expect("task").expect("answered");
+    }
+
+    #[tokio::test]
+    async fn a_body_at_the_limit_passes_whole() {
+        let (svc, mut handle) = mock();
+        let req = Request::post(VMS)
+            .header("content-length", "10")
+            .body(body::full("0123456789"))
+            .expect("request");
+        let call = tokio::spawn(LimitLayer::new(10).layer(svc).oneshot(routed_req(req)));
+        let (r, send) = handle.next_request().await.expect("forwarded");
+        let got = r.req.into_body().collect().await.expect("whole").to_bytes();
+        assert_eq!(&got[..], b"0123456789");
+        send.send_response(Response::new(body::empty()));
+        call.await.expect("task").expect("answered");
+    }
+}
