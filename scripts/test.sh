@@ -55,6 +55,19 @@ if cargo tree -p kube-api-rewriter -e normal --prefix none | grep -E '^(tokio|hy
   exit 1
 fi
 
+step "the proxy spells every deadline in one place (rewriter/proxy/src/deadlines.rs)"
+# A duration literal anywhere else in the proxy's code (unit tests, at the end of each file
+# after `#[cfg(test)]`, aside) is a deadline someone will not find.
+literals=$(find rewriter/proxy/src -name '*.rs' ! -path rewriter/proxy/src/deadlines.rs -print0 |
+  xargs -0 awk '/^#\[cfg\(test\)\]/ { nextfile }
+    /Duration::(from_(secs|millis|micros|nanos|secs_f32|secs_f64|mins|hours)|new)\([[:space:]]*[0-9]/ {
+      print FILENAME ":" FNR ": " $0 }')
+if [[ -n $literals ]]; then
+  printf '%s\n' "$literals" >&2
+  echo "the durations above belong in rewriter/proxy/src/deadlines.rs (Deadlines)" >&2
+  exit 1
+fi
+
 step "library crates choose no Kubernetes version; the Layer carries no server stack"
 for lib in kube-api-rewriter kube-api-rewriter-layer; do
   if cargo tree -p "$lib" -e normal,build --prefix none | grep -E '^(k8s-openapi|kube|kube-client|hyper|hyper-util|clap|prometheus-client|notify|tracing-subscriber) '; then
