@@ -380,8 +380,7 @@ impl<'r, 'a> Walker<'r, 'a> {
     fn items(&mut self, hint: &Hint<'_>) -> Result<()> {
         self.sc.begin_array()?;
         let mut first = true;
-        // (start, end, dropped) of each element.
-        let mut spans: Vec<(usize, usize, bool)> = Vec::new();
+        let mut spans: Vec<Element> = Vec::new();
         while self.sc.next_elem(&mut first)? {
             self.sc.ws();
             let start = self.sc.pos();
@@ -391,31 +390,46 @@ impl<'r, 'a> Walker<'r, 'a> {
             if v == Verdict::Excluded {
                 self.edits.truncate(mark);
             }
-            spans.push((start, end, v == Verdict::Excluded));
+            spans.push(Element {
+                start,
+                end,
+                dropped: v == Verdict::Excluded,
+            });
         }
         drop_elements(&mut self.edits, &spans);
         Ok(())
     }
 }
 
+/// Where one array element lies in the input, and whether it is dropped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Element {
+    /// Offset of its first byte.
+    pub(crate) start: usize,
+    /// Offset just past its last byte.
+    pub(crate) end: usize,
+    /// Cut out of the output (an excluded object).
+    pub(crate) dropped: bool,
+}
+
 /// Records deletions for dropped array elements so that the separators stay valid.
-pub(crate) fn drop_elements(edits: &mut crate::json::Edits, spans: &[(usize, usize, bool)]) {
-    let Some(last_kept) = spans.iter().rposition(|s| !s.2) else {
+pub(crate) fn drop_elements(edits: &mut crate::json::Edits, spans: &[Element]) {
+    let Some(last_kept) = spans.iter().rposition(|s| !s.dropped) else {
         if let (Some(f), Some(l)) = (spans.first(), spans.last()) {
-            edits.delete(f.0, l.1);
+            edits.delete(f.start, l.end);
         }
         return;
     };
     for i in 0..spans.len() {
-        if !spans[i].2 {
+        if !spans[i].dropped {
             continue;
         }
         if i < last_kept {
-            edits.delete(spans[i].0, spans[i + 1].0);
+            edits.delete(spans[i].start, spans[i + 1].start);
         }
     }
     if last_kept + 1 < spans.len() {
-        edits.delete(spans[last_kept].1, spans[spans.len() - 1].1);
+        edits.delete(spans[last_kept].end, spans[spans.len() - 1].end);
     }
 }
 

@@ -1,7 +1,7 @@
 //! Tables (`as=Table`): row objects rewritten by their kind, rows of hidden objects dropped, and
 //! row objects answered as `null` for `includeObject=None`.
 
-use super::{Hint, Verdict, Walker, drop_elements};
+use super::{Element, Hint, Verdict, Walker, drop_elements};
 use crate::error::Result;
 
 impl Walker<'_, '_> {
@@ -16,7 +16,7 @@ impl Walker<'_, '_> {
             }
             self.sc.begin_array()?;
             let mut first = true;
-            let mut spans: Vec<(usize, usize, bool)> = Vec::new();
+            let mut spans: Vec<Element> = Vec::new();
             while self.sc.next_elem(&mut first)? {
                 self.sc.ws();
                 let start = self.sc.pos();
@@ -25,7 +25,11 @@ impl Walker<'_, '_> {
                 if v == Verdict::Excluded {
                     self.edits.truncate(mark);
                 }
-                spans.push((start, self.sc.pos(), v == Verdict::Excluded));
+                spans.push(Element {
+                    start,
+                    end: self.sc.pos(),
+                    dropped: v == Verdict::Excluded,
+                });
             }
             drop_elements(&mut self.edits, &spans);
         }
