@@ -6,12 +6,17 @@
 #   2. no tracked file outside the captured test data points at the work tracker (a `#` and
 #      digits, or the tracker's word for an entry followed by a number): code and docs say what
 #      they do and why, not which ticket asked for it;
-#   3. README.md stays under 16 KB.
+#   3. README.md stays under 16 KB;
+#   4. every figure of README.md's headline is the cell of docs/benchmarks.md it says it quotes
+#      (table › row › column; or that cell up to its first " ("), and the headline names the run
+#      of each table it quotes as the table's stamp does (scripts/bench-headline.sh writes it).
 # Prints one line per problem (file:line: what) and exits 1 when there is any.
 #
 # Usage: scripts/check-docs.sh [ROOT]   (default: this repository)
 set -euo pipefail
 
+# shellcheck source=lib/bench-tables.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench-tables.sh"
 ROOT=$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/..}" && pwd)
 cd "$ROOT"
 fail=0
@@ -78,7 +83,64 @@ if ((size >= 16384)); then
   problem "README.md: $size bytes; it stays under 16 KB (details go to docs/)"
 fi
 
+# 4. The README's headline quotes docs/benchmarks.md.
+headline() {
+  local rows c line figure q t rest row col out at cell stamp_line runs group names n run s
+  local -A quoted=() named=()
+  if ! grep -qxF '<!-- headline -->' README.md; then
+    problem "README.md: no <!-- headline --> block"
+    return
+  fi
+  # The rows after the header: measure, figure, quote.
+  rows=$(md_rows README.md '<!-- headline -->' '<!-- /headline -->' | tail -n +2)
+  [[ -n $rows ]] || problem "README.md: the headline has no rows"
+  while IFS=$US read -r -a c; do
+    [[ -n ${c[0]-} ]] || continue
+    line=${c[0]} figure=${c[2]-} q=${c[3]-}
+    rest=${q#* › }
+    if [[ $q != *" › "* || $rest != *" › "* || ${rest#* › } == *" › "* ]]; then
+      problem "README.md:$line: headline row quotes no table › row › column: \"$q\""
+      continue
+    fi
+    t=${q%% › *} row=${rest% › *} col=${rest##* › }
+    quoted[$t]=$line
+    if ! out=$(bench_cell docs/benchmarks.md "$t" "$row" "$col"); then
+      problem "README.md:$line: headline quotes $q, which docs/benchmarks.md does not have: $out"
+      continue
+    fi
+    IFS=$US read -r at _ cell <<<"$out"
+    if [[ -z $figure || ($cell != "$figure" && $cell != "$figure ("*) ]]; then
+      problem "README.md:$line: headline figure \"$figure\" is not in the table it quotes: docs/benchmarks.md:$at ($q) says \"$cell\""
+    fi
+  done <<<"$rows"
+  # The runs: `_Quoted from ...: engine and proxy DATE, commit C, CPU; load DATE, ..._`.
+  stamp_line=$(awk '$0 == "<!-- headline -->" { on = 1 } on && /^_Quoted from / { print NR; exit }' README.md)
+  if [[ -z $stamp_line ]]; then
+    problem "README.md: the headline does not say which runs its tables come from (a _Quoted from ..._ line)"
+    return
+  fi
+  runs=$(sed -n "${stamp_line}p" README.md | sed -E 's/^[^:]*: //; s/\._$//')
+  while IFS= read -r group; do
+    if [[ ! $group =~ ^(.+)\ ([0-9]{4}-[0-9]{2}-[0-9]{2},\ commit\ .+)$ ]]; then
+      problem "README.md:$stamp_line: headline run \"$group\" is not TABLES DATE, commit C, MACHINE"
+      continue
+    fi
+    names=${BASH_REMATCH[1]} run=${BASH_REMATCH[2]}
+    for n in ${names//,/ }; do
+      [[ $n == and ]] && continue
+      named[$n]=1
+      s=$(bench_stamp docs/benchmarks.md "$n") || s="no stamp"
+      [[ $s == "$run" ]] ||
+        problem "README.md:$stamp_line: headline says table $n is from $run, but its stamp in docs/benchmarks.md says $s"
+    done
+  done < <(sed 's/; /\n/g' <<<"$runs")
+  for t in "${!quoted[@]}"; do
+    [[ -n ${named[$t]-} ]] || problem "README.md:$stamp_line: headline quotes table $t (line ${quoted[$t]}) but does not name its run"
+  done
+}
+headline
+
 if ((fail)); then
   exit 1
 fi
-echo "check-docs: $(wc -w <<<"$docs") documents; paths, tracker references and README size ok"
+echo "check-docs: $(wc -w <<<"$docs") documents; paths, tracker references, README size and headline quotes ok"
