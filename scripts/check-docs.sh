@@ -9,7 +9,10 @@
 #   3. README.md stays under 16 KB;
 #   4. every figure of README.md's headline is the cell of docs/benchmarks.md it says it quotes
 #      (table › row › column; or that cell up to its first " ("), and the headline names the run
-#      of each table it quotes as the table's stamp does (scripts/bench-headline.sh writes it).
+#      of each table it quotes as the table's stamp does (scripts/bench-headline.sh writes it);
+#   5. ARCHITECTURE.md's crate diagram draws every path dependency among the workspace's crates
+#      (and among the crates outside it that it names), as `cargo metadata` lists them, and no
+#      other (needs cargo and jq).
 # Prints one line per problem (file:line: what) and exits 1 when there is any.
 #
 # Usage: scripts/check-docs.sh [ROOT]   (default: this repository)
@@ -140,7 +143,105 @@ headline() {
 }
 headline
 
+# 5. ARCHITECTURE.md's crate diagram against cargo metadata. Each line with arrows is read as
+# lists of crate directories between them (`a, b ─► c ─► d`); notes in brackets are dropped.
+trim() {
+  local s=${1#"${1%%[![:space:]]*}"}
+  printf '%s' "${s%"${s##*[![:space:]]}"}"
+}
+crates() {
+  local doc=ARCHITECTURE.md start n line item i a b e dir name meta root
+  local -a parts from to
+  local -A member=() outside=() named=() drawn=() real=() pkg=()
+  if ! command -v jq >/dev/null || ! command -v cargo >/dev/null; then
+    problem "$doc: the crate diagram is checked with cargo and jq; install them (scripts/test-tools.sh installs jq)"
+    return
+  fi
+  root=$(pwd -P)/
+  start=$(awk '/^## Crates$/ { h = 1; next } h && /^```/ { print NR; exit }' "$doc")
+  if [[ -z $start ]]; then
+    problem "$doc: no crate diagram (a fenced block after \"## Crates\")"
+    return
+  fi
+  # Workspace members, by directory.
+  if ! meta=$(cargo metadata --offline --no-deps --format-version 1); then
+    problem "$doc: cargo metadata failed, so the crate diagram is not checked"
+    return
+  fi
+  while IFS=$'\t' read -r dir name; do
+    member[$dir]=1
+    pkg[$dir]=$name
+  done < <(jq -r --arg root "$root" '.packages[] | [(.manifest_path | ltrimstr($root) | rtrimstr("/Cargo.toml")), .name] | @tsv' <<<"$meta")
+
+  # What the diagram draws.
+  n=$start
+  while IFS= read -r line; do
+    n=$((n + 1))
+    [[ $line == '```'* ]] && break
+    [[ $line == *►* ]] || continue
+    while [[ $line =~ \([^()]*\) ]]; do line=${line/"${BASH_REMATCH[0]}"/}; done
+    line=${line//─►/$US─$US}
+    line=${line//┄►/$US┄$US}
+    IFS=$US read -r -a parts <<<"$line"
+    for ((i = 0; i + 2 < ${#parts[@]}; i += 2)); do
+      IFS=, read -r -a from <<<"${parts[i]}"
+      IFS=, read -r -a to <<<"${parts[i + 2]}"
+      for a in "${from[@]}"; do
+        for b in "${to[@]}"; do
+          a=$(trim "$a") b=$(trim "$b")
+          for item in "$a" "$b"; do
+            named[$item]=1
+            if [[ -z ${member[$item]-} && -z ${outside[$item]-} ]]; then
+              if [[ $item != *" "* && -n $item && -f $item/Cargo.toml ]]; then
+                outside[$item]=1
+              elif [[ $item == *" "* || -z $item ]] || ! compgen -G "$item" >/dev/null; then
+                problem "$doc:$n: the crate diagram has \"$item\" where a crate's directory (or a path of the tree) belongs"
+              fi
+            fi
+          done
+          if [[ -n ${member[$a]-}${outside[$a]-} && -n ${member[$b]-}${outside[$b]-} ]]; then
+            drawn["$a ${parts[i + 1]}► $b"]=$n
+          fi
+        done
+      done
+    done
+  done < <(tail -n +$((start + 1)) "$doc")
+
+  # What cargo metadata lists: path dependencies between those crates, ─► when any is a normal
+  # or build dependency, ┄► when all are dev-dependencies.
+  for dir in "${!outside[@]}"; do
+    if ! meta+=$'\n'$(cargo metadata --offline --no-deps --format-version 1 --manifest-path "$dir/Cargo.toml"); then
+      problem "$doc: cargo metadata failed for $dir, so the crate diagram is not checked"
+      return
+    fi
+  done
+  while IFS=$'\t' read -r user dep kind; do
+    [[ -n ${member[$dep]-}${outside[$dep]-} && -n ${member[$user]-}${outside[$user]-} ]] || continue
+    if [[ $kind != dev ]]; then
+      real["$dep ─► $user"]=1
+      unset 'real[$dep ┄► $user]'
+    elif [[ -z ${real["$dep ─► $user"]-} ]]; then
+      real["$dep ┄► $user"]=1
+    fi
+  done < <(jq -r --arg root "$root" '.packages[] | (.manifest_path | ltrimstr($root) | rtrimstr("/Cargo.toml")) as $me
+      | .dependencies[] | select(.path) | [$me, (.path | ltrimstr($root)), (.kind // "normal")] | @tsv' <<<"$meta")
+
+  while IFS= read -r e; do
+    [[ -n $e ]] || continue
+    [[ -n ${drawn[$e]-} ]] || problem "$doc:$start: the crate diagram misses $e (cargo metadata: ${e##* } depends on ${e%% *}$([[ $e == *┄►* ]] && echo ", in its tests only"))"
+  done < <(printf '%s\n' "${!real[@]}" | sort)
+  while IFS= read -r e; do
+    [[ -n $e ]] || continue
+    [[ -n ${real[$e]-} ]] || problem "$doc:${drawn[$e]}: the crate diagram draws $e, which cargo metadata does not list"
+  done < <(printf '%s\n' "${!drawn[@]}" | sort)
+  while IFS= read -r dir; do
+    [[ -n $dir ]] || continue
+    [[ -n ${named[$dir]-} ]] || problem "$doc:$start: the crate diagram leaves out the workspace crate $dir (${pkg[$dir]})"
+  done < <(printf '%s\n' "${!member[@]}" | sort)
+}
+crates
+
 if ((fail)); then
   exit 1
 fi
-echo "check-docs: $(wc -w <<<"$docs") documents; paths, tracker references, README size and headline quotes ok"
+echo "check-docs: $(wc -w <<<"$docs") documents; paths, tracker references, README size, headline quotes and crate diagram ok"
