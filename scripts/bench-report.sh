@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Runs the benchmarks once and copies what they print into the docs, so that every figure there
+# Runs the benchmarks once and copies what they print into the docs, so that each table there
 # comes from one run on one commit:
 #   - each benchmark's report (a Markdown table between `<!-- report:NAME -->` markers, stamped
 #     with date, commit and machine) replaces the block of the same name in docs/benchmarks.md;
-#   - their headline rows make the table between `<!-- headline -->` markers in README.md.
+#   - then scripts/bench-headline.sh writes README.md's headline afresh from the tables now in
+#     docs/benchmarks.md (those of this run and those kept), each figure quoting its cell.
 # Not in CI: a full run takes about half an hour on 2 cores, and figures need a quiet machine.
 #
 # Usage: scripts/bench-report.sh [--only engine,instructions,proxy,subresources,vm200,dvcr,load] [--logs DIR] [--from DIR]
 #                               [--peer BIN [--peer-name NAME]]
-#   --only   run these benchmarks only (their blocks are replaced, the others kept; the README's
-#            headline table is rewritten only by a run of all of them)
+#   --only   run these benchmarks only (their blocks are replaced, the others kept)
 #   --logs   keep each benchmark's whole output in DIR (default: a temporary directory)
 #   --from   run nothing: copy the reports of an earlier run's --logs DIR into this checkout's
 #            docs (a run from a clean clone at a fixed commit, while this one moves on)
@@ -132,20 +132,5 @@ done
 if [[ $only == norun ]]; then
   only=$(IFS=,; echo "${ran[*]}")
 fi
-if [[ $only == "$ALL" ]]; then
-  {
-    echo "<!-- headline -->"
-    sed -n 2p "$logs/engine.report.md"
-    echo
-    echo "| measure | figure |"
-    echo "| --- | --- |"
-    for b in "${ran[@]}"; do
-      block "$logs/$b.log" headline "$b" | grep -v '^<!--'
-    done
-    echo
-    echo "How each is measured, and every other figure: [docs/benchmarks.md](docs/benchmarks.md)."
-    echo "<!-- /headline -->"
-  } > "$logs/headline.md"
-  splice README.md "<!-- headline -->" "<!-- /headline -->" "$logs/headline.md"
-fi
-echo "bench-report.sh: docs/benchmarks.md${only:+ ($only)}$([[ $only == "$ALL" ]] && echo " and README.md") updated; logs in $logs" >&2
+scripts/bench-headline.sh
+echo "bench-report.sh: docs/benchmarks.md${only:+ ($only)} and README.md's headline updated; logs in $logs" >&2

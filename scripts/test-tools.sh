@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests run beside cargo and the Go builds, from Debian's packages, when it is
 # missing: curl, openssl, docker-registry (DVCR), qemu-utils (qemu-img), apache2-utils
-# (htpasswd), and gcc and make (the proxy's allocator, jemalloc, is C built by cargo). Needs root
-# or sudo. Kubernetes and etcd are built from Go modules
-# by scripts/go-build.sh.
+# (htpasswd), gcc and make (the proxy's allocator, jemalloc, is C built by cargo), and jq
+# (scripts/check-docs.sh reads `cargo metadata` with it). Needs root or sudo. Kubernetes and
+# etcd are built from Go modules by scripts/go-build.sh.
 set -euo pipefail
 need=()
 command -v curl >/dev/null 2>&1 || need+=(curl)
@@ -13,6 +13,7 @@ command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)
 command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v make >/dev/null 2>&1 || need+=(make)
+command -v jq >/dev/null 2>&1 || need+=(jq)
 if (( ${#need[@]} > 0 )); then
   sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
   echo "installing ${need[*]}" >&2

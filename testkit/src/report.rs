@@ -1,6 +1,7 @@
 //! Benchmark reports: a Markdown table stamped with the date, the commit and the machine kind,
 //! between markers that `scripts/bench-report.sh` copies into `docs/benchmarks.md`, and
-//! headline rows it gathers into the README.
+//! headline rows printed after it in the benchmark's output. The README's headline is not made
+//! of those: `scripts/bench-headline.sh` quotes it from the tables in `docs/benchmarks.md`.
 //!
 //! ```no_run
 //! let mut r = kube_api_rewriter_testkit::report::Report::new("vm200", &["mode", "all Running after"]);
@@ -52,7 +53,8 @@ impl Report {
         self
     }
 
-    /// A row for the README's headline table: what was measured, and the figure.
+    /// A headline row printed after the table: what was measured, and the figure (for a reader
+    /// of the output; the README's headline quotes the tables instead).
     pub fn headline(&mut self, measure: impl Into<String>, figure: impl Into<String>) -> &mut Self {
         self.headlines.push((measure.into(), figure.into()));
         self
