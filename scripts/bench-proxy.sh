@@ -24,6 +24,14 @@
 #   --gets N (2000)  --repeat N (3)  --concurrency N (32)  --skip-double
 #   --burst-vms N (10000)  --lone-rounds N (20)  --only list,pass,unchanged,watch,get,burst
 #   --peer BIN  --peer-name NAME (peer: the peer column's name, such as its version)
+#   --ab-rounds N (or --ab: 10), with --peer: only the interleaved A/B mode (no control plane):
+#     N rounds, the first binary alternating, each measuring per binary the CPU seconds per GB
+#     of one rewritten --burst-vms LIST and the latency added to a small GET (median of 500 on
+#     one keep-alive connection after 100 untimed, minus the same straight to the double); then
+#     each round's figures and a table (report:proxy-ab) of the medians, min–max, relative
+#     spread (max − min) / median, the difference of the medians in percent and whether it is
+#     within max(5%, that spread). E.g. to compare a build with an older one:
+#       scripts/bench-proxy.sh --peer /tmp/kar-before --peer-name before --ab-rounds 10
 # Env: BENCH_SKIP_APISERVER=1 skips part 1 (no control plane).
 #
 # Release builds; everything binds 127.0.0.1; the control plane and the proxies it starts are
@@ -44,8 +52,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
+SKIP_APISERVER=${BENCH_SKIP_APISERVER:-0}
+for arg in "$@"; do
+  case $arg in
+    --ab | --ab-rounds) SKIP_APISERVER=1 ;; # the A/B mode measures the doubles only
+  esac
+done
 KC=
-if [[ ${BENCH_SKIP_APISERVER:-0} != 1 ]]; then
+if [[ $SKIP_APISERVER != 1 ]]; then
   "$ROOT/scripts/control-plane.sh" up "$DIR" >&2
   KC=$DIR/admin.kubeconfig
   KUBE_VERSION=$(source "$DIR/env" && echo "$KUBE_VERSION")

@@ -11,6 +11,10 @@ pub(crate) struct Args {
     /// Another sidecar binary measured beside the proxy (`--peer`), and its column's name.
     pub(crate) peer: Option<PathBuf>,
     pub(crate) peer_name: String,
+    /// Rounds of the interleaved A/B mode, 0 without it: `--ab` (10 rounds) or `--ab-rounds N`,
+    /// with `--peer BIN`, runs only that mode (see `ab.rs`): this proxy and the peer in turns,
+    /// their CPU per GB of a LIST and the latency they add to a small GET, medians and spread.
+    pub(crate) ab_rounds: usize,
     pub(crate) kubeconfig: Option<PathBuf>,
     pub(crate) crd: PathBuf,
     pub(crate) work_dir: PathBuf,
@@ -52,6 +56,7 @@ pub(crate) fn args() -> Result<Args> {
         proxy_bin: PathBuf::from("target/release/kube-api-rewriter"),
         peer: None,
         peer_name: "peer".to_owned(),
+        ab_rounds: 0,
         kubeconfig: None,
         // The repository's testdata.
         crd: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -81,12 +86,20 @@ pub(crate) fn args() -> Result<Args> {
             a.skip_double = true;
             continue;
         }
+        if k == "--ab" {
+            // The A/B mode with its default rounds, unless `--ab-rounds` gave some.
+            if a.ab_rounds == 0 {
+                a.ab_rounds = crate::ab::ROUNDS;
+            }
+            continue;
+        }
         let v = it.next().ok_or_else(|| format!("{k} needs a value"))?;
         let n = || v.parse::<usize>().map_err(|e| format!("{k} {v}: {e}"));
         match k.as_str() {
             "--proxy-bin" => a.proxy_bin = PathBuf::from(&v),
             "--peer" => a.peer = Some(PathBuf::from(&v)),
             "--peer-name" => a.peer_name = v.clone(),
+            "--ab-rounds" => a.ab_rounds = n()?.max(1),
             "--kubeconfig" => a.kubeconfig = Some(PathBuf::from(&v)).filter(|p| !p.as_os_str().is_empty()),
             "--crd" => a.crd = PathBuf::from(&v),
             "--work-dir" => a.work_dir = PathBuf::from(&v),

@@ -12,10 +12,15 @@ pub(crate) fn best(v: &[Read]) -> Read {
         .expect("at least one run")
 }
 
-/// The median (sorts `v`).
+/// The median (sorts `v`): for an even count, the mean of the middle two.
 pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let m = v.len() / 2;
+    if v.len().is_multiple_of(2) {
+        (v[m - 1] + v[m]) / 2.0
+    } else {
+        v[m]
+    }
 }
 
 /// Megabytes per second of a run.

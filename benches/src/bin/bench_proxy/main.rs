@@ -45,9 +45,24 @@
 //! the peer's events are counted by their type, as a sidecar may send them without a newline in
 //! between. A second table (`report:proxy-peer`) follows the proxy's.
 //!
+//! `--ab-rounds N` (or `--ab`, 10 rounds), with `--peer BIN`, runs instead an interleaved A/B
+//! comparison of two builds (`ab.rs`), no control plane needed:
+//!
+//! ```sh
+//! target/release/bench_proxy --proxy-bin NEW --peer OLD --peer-name before --ab-rounds 10
+//! ```
+//!
+//! In each round, the first binary alternating, each one does a rewritten LIST of part 3's
+//! double (`--burst-vms` VMs; its CPU seconds per GB) and 500 small GETs of part 2's small VM on
+//! one keep-alive connection after 100 untimed (the median, minus the same straight to the
+//! double in that round). Each round's figures are printed, then a table (`report:proxy-ab`) of
+//! the medians over the rounds, their min–max and relative spread ((max − min) / median), the
+//! difference of the medians in percent, and whether it is within max(5%, that spread).
+//!
 //! Everything binds 127.0.0.1, every loop is bounded, and the proxies started here are stopped
 //! at the end.
 
+mod ab;
 mod args;
 mod burst_double;
 mod client;
@@ -91,6 +106,9 @@ fn main() -> Result<()> {
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             loadavg()
         );
+        if a.ab_rounds > 0 {
+            return ab::ab(&a).await;
+        }
         let mut rep = Report::new(
             "proxy",
             &[

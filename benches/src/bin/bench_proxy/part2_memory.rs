@@ -17,7 +17,7 @@ use crate::figures::{best, loadavg, mbps, median, secs};
 use crate::memory_double::{Fixtures, UNCHANGED_PATH, fixtures, start_double};
 use crate::peer::{Answer, Fig, PeerTable, Unit, answer, best_of, check, fetch};
 use crate::proxy_child::{ProxyChild, peer_for_double, proxy_for_double};
-use crate::{Error, GROUP, NS, RESOURCE, Result};
+use crate::{GROUP, NS, RESOURCE, Result};
 
 const UPSTREAM: &str = "in-memory double";
 
@@ -325,34 +325,8 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report, mut cmp: Option<&mut PeerT
     }
     // Small GETs, sequential on one keep-alive connection.
     if a.wants("get") {
-        let lat = |target: SocketAddr, p: String, check: bool| {
-            let n = a.gets;
-            // Through the peer: how right its answers were (all alike, or the first error).
-            let mut worst = Answer::Right;
-            async move {
-                let mut c = H1::connect(target).await?;
-                let mut v = Vec::with_capacity(n);
-                for i in 0..n + 200 {
-                    let t0 = Instant::now();
-                    let r = c.get(&p, &[("accept", "application/json")]).await?;
-                    let body = r.into_body().collect().await?.to_bytes();
-                    if i >= 200 {
-                        v.push(t0.elapsed().as_secs_f64() * 1e3);
-                    }
-                    if body.is_empty() {
-                        return Err("empty small GET".into());
-                    }
-                    if check {
-                        worst = worst.max(answer(&body)?);
-                    }
-                }
-                let p99 = {
-                    let mut s = v.clone();
-                    s.sort_by(f64::total_cmp);
-                    s[s.len() * 99 / 100]
-                };
-                Ok::<_, Error>((median(&mut v), p99, worst))
-            }
+        let lat = |target: SocketAddr, p: String, check: bool| async move {
+            small_gets(target, &p, GET_WARMUP, a.gets, check).await
         };
         let (rv_m, rv_p, _) = lat(
             proxy.addr(),
@@ -452,6 +426,47 @@ pub(crate) async fn part2(a: &Args, rep: &mut Report, mut cmp: Option<&mut PeerT
         );
     }
     Ok(())
+}
+
+/// Untimed GETs before [`small_gets`]' timed ones in part 2.
+const GET_WARMUP: usize = 200;
+
+/// `n` GETs of `path`, one after another on one keep-alive connection to `target`, timed after
+/// `warmup` untimed ones: the median and the p99 in milliseconds, and with `check`, how right
+/// the answers were (all alike, or the first error). An empty body is an error.
+pub(crate) async fn small_gets(
+    target: SocketAddr,
+    path: &str,
+    warmup: usize,
+    n: usize,
+    check: bool,
+) -> Result<(f64, f64, Answer)> {
+    let mut worst = Answer::Right;
+    let mut c = H1::connect(target).await?;
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n + warmup {
+        let t0 = Instant::now();
+        let r = c.get(path, &[("accept", "application/json")]).await?;
+        let body = r.into_body().collect().await?.to_bytes();
+        if i >= warmup {
+            v.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        if body.is_empty() {
+            return Err("empty small GET".into());
+        }
+        if check {
+            worst = worst.max(answer(&body)?);
+        }
+    }
+    if v.is_empty() {
+        return Err("no timed GET".into());
+    }
+    let p99 = {
+        let mut s = v.clone();
+        s.sort_by(f64::total_cmp);
+        s[s.len() * 99 / 100]
+    };
+    Ok((median(&mut v), p99, worst))
 }
 
 /// A LIST of ConfigMaps that the rules leave as they are, through the proxy, through the peer

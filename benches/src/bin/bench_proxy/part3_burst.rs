@@ -29,15 +29,15 @@ const LIST_RUNS: usize = 10;
 
 /// One timed transfer of part 3, with what the proxy spent on it.
 #[derive(Clone, Copy, Debug)]
-struct Costed {
-    read: Read,
+pub(crate) struct Costed {
+    pub(crate) read: Read,
     events: usize,
     writes: Option<u64>,
     /// Write syscalls by kind (perf), when counted: the proxy's, or the double's for a direct
     /// transfer.
     kinds: Option<WriteKinds>,
     /// The proxy's CPU seconds (0 for a direct transfer).
-    cpu: f64,
+    pub(crate) cpu: f64,
     /// This process's CPU seconds: the client and the doubles.
     own_cpu: f64,
     /// The proxy's minor page faults.
@@ -47,7 +47,7 @@ struct Costed {
 /// Reads `path` from `target` to the end, counting events by `framing`; through the proxy, its
 /// write syscalls and CPU time are taken around the transfer. With `verify`, a renamed name
 /// reaching the client is an error.
-async fn costed(
+pub(crate) async fn costed(
     target: SocketAddr,
     path: &str,
     proxy: Option<&ProxyChild>,

@@ -132,7 +132,7 @@ pub(crate) async fn peer_for_double(
 }
 
 /// A child of `bin` in front of the double at `addr`, its log named after `role` and `name`.
-async fn child_for_double(
+pub(crate) async fn child_for_double(
     a: &Args,
     bin: &Path,
     addr: SocketAddr,
