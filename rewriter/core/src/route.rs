@@ -42,38 +42,38 @@ pub enum BodyMode {
     Watch,
 }
 
-/// The route of one request.
+/// The route of one request: the core's decisions about it, read through its accessors.
 #[derive(Debug, Clone)]
 pub struct Route {
     /// Which proxy.
-    pub mode: ProxyMode,
+    pub(crate) mode: ProxyMode,
     /// HTTP method (upper case).
-    pub method: String,
+    pub(crate) method: String,
     /// The path and query as the client sent them.
-    pub path: String,
+    pub(crate) path: String,
     /// The path and query to send upstream.
-    pub upstream_path: String,
+    pub(crate) upstream_path: String,
     /// True when the path or query changed.
-    pub path_rewritten: bool,
+    pub(crate) path_rewritten: bool,
     /// True when bodies of this request are rewritten (request and response).
-    pub rewrite_bodies: bool,
+    pub(crate) rewrite_bodies: bool,
     /// True when an error response (a JSON `Status`, 4xx or 5xx) is restored even where bodies
     /// are not otherwise rewritten: the streaming subresources (exec, port-forward, console...)
     /// of resources the rules rewrite, whose refusals name the renamed group and resource.
-    pub restore_errors: bool,
+    pub(crate) restore_errors: bool,
     /// How a successful response body is handled.
-    pub response: BodyMode,
+    pub(crate) response: BodyMode,
     /// True for watch requests.
-    pub watch: bool,
+    pub(crate) watch: bool,
     /// The resource for logs and metrics (Go's `ResourceForLog`), with original names.
-    pub resource: String,
+    pub(crate) resource: String,
     /// Original group and kind the bodies are about.
-    pub context: Context,
+    pub(crate) context: Context,
     /// The webhook rule, in webhook mode.
-    pub webhook: Option<WebhookRule>,
+    pub(crate) webhook: Option<WebhookRule>,
     /// The OpenAPI document asked for (`/openapi/v2`, `/openapi/v3...`): its response is
     /// restored by [`crate::openapi`] (JSON or protobuf) and bodies are otherwise not touched.
-    pub openapi: Option<crate::openapi::Document>,
+    pub(crate) openapi: Option<crate::openapi::Document>,
 }
 
 /// A rewritten request body.
@@ -95,6 +95,74 @@ pub enum ResponseBody<'a> {
 }
 
 impl Route {
+    /// Which proxy the request came to.
+    pub fn mode(&self) -> ProxyMode {
+        self.mode
+    }
+
+    /// The HTTP method, upper case.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The path and query as the client sent them.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The path and query to send upstream.
+    pub fn upstream_path(&self) -> &str {
+        &self.upstream_path
+    }
+
+    /// True when the path or query changed on the way up.
+    pub fn path_rewritten(&self) -> bool {
+        self.path_rewritten
+    }
+
+    /// True when the bodies of this request and its response are rewritten.
+    pub fn rewrite_bodies(&self) -> bool {
+        self.rewrite_bodies
+    }
+
+    /// True when an error response (a JSON `Status`, 4xx or 5xx) is restored even where bodies
+    /// are not otherwise rewritten: the streaming subresources (exec, port-forward, console...)
+    /// of resources the rules rewrite, whose refusals name the renamed group and resource.
+    pub fn restore_errors(&self) -> bool {
+        self.restore_errors
+    }
+
+    /// How a successful response body is handled.
+    pub fn response(&self) -> BodyMode {
+        self.response
+    }
+
+    /// True for a watch.
+    pub fn watch(&self) -> bool {
+        self.watch
+    }
+
+    /// The resource for logs and metrics (Go's `ResourceForLog`), with original names.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// The original group and kind the bodies are about.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// The webhook rule of the path, in webhook mode.
+    pub fn webhook(&self) -> Option<&WebhookRule> {
+        self.webhook.as_ref()
+    }
+
+    /// The OpenAPI document asked for (`/openapi/v2`, `/openapi/v3...`): its response is
+    /// restored by [`crate::openapi`] (JSON or protobuf) and bodies are otherwise not touched.
+    pub fn openapi(&self) -> Option<crate::openapi::Document> {
+        self.openapi
+    }
+
     /// Routes a request.
     pub fn new(rules: &Rules, mode: ProxyMode, method: &str, path_and_query: &str) -> Route {
         let method = method.to_ascii_uppercase();

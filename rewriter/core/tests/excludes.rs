@@ -7,11 +7,15 @@ use kube_api_rewriter::{ProxyMode, ResponseBody, Route};
 use serde_json::Value;
 
 fn rules() -> Rules {
-    let mut rules = Rules::builtin_kubevirt();
     let text = "excludes:\n  - kinds: [ConfigMap]\n    matchLabels: {hide: \"yes\"}\n  - kinds: [InternalVirtualizationVirtualMachine]\n    matchNames: [secret-vm]\n";
-    let extra = Rules::parse(&[Source { name: "x", text }]).unwrap();
-    rules.excludes.extend(extra.excludes);
-    rules
+    Rules::parse(&[
+        Source {
+            name: "kubevirt",
+            text: kube_api_rewriter::rules::builtin::KUBEVIRT,
+        },
+        Source { name: "x", text },
+    ])
+    .unwrap()
 }
 
 fn meta(name: &str, hidden: bool) -> String {
@@ -137,7 +141,7 @@ fn tables_without_objects_are_filtered_from_metadata() {
     let path = "/api/v1/namespaces/ns/configmaps?includeObject=None&limit=5";
     let r = Route::new(&rules, ProxyMode::Api, "GET", path);
     assert_eq!(
-        r.upstream_path,
+        r.upstream_path(),
         "/api/v1/namespaces/ns/configmaps?includeObject=Metadata&limit=5"
     );
     let table = format!(
@@ -167,7 +171,7 @@ fn tables_without_objects_are_filtered_from_metadata() {
         ("DELETE", path),
     ] {
         let r = Route::new(&rules, ProxyMode::Api, m, p);
-        assert_eq!(r.upstream_path, p);
-        assert!(!r.context.strip_row_objects);
+        assert_eq!(r.upstream_path(), p);
+        assert!(!r.context().strip_row_objects);
     }
 }

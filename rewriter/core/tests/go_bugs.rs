@@ -58,7 +58,7 @@ fn bug02_streaming_subresources_are_not_rewritten() {
             "POST",
             &format!("/api/v1/namespaces/demo/pods/p/{sub}"),
         );
-        assert!(!r.rewrite_bodies, "{sub}");
+        assert!(!r.rewrite_bodies(), "{sub}");
     }
 }
 
@@ -88,8 +88,8 @@ fn bug04a_webhook_query_is_kept() {
         "POST",
         "/virtualmachines-validate?timeout=10s",
     );
-    assert!(r.rewrite_bodies);
-    assert_eq!(r.upstream_path, "/virtualmachines-validate?timeout=10s");
+    assert!(r.rewrite_bodies());
+    assert_eq!(r.upstream_path(), "/virtualmachines-validate?timeout=10s");
 }
 
 /// A review of a subresource (`subResource: status`) is restored like any other. No Go defect:
@@ -294,7 +294,7 @@ fn bug07a_event_field_selectors() {
         "/api/v1/namespaces/demo/events?fieldSelector=involvedObject.kind%3DVirtualMachine%2CinvolvedObject.name%3Dvm1",
     );
     assert_eq!(
-        r.upstream_path,
+        r.upstream_path(),
         "/api/v1/namespaces/demo/events?fieldSelector=involvedObject.kind%3DInternalVirtualizationVirtualMachine%2CinvolvedObject.name%3Dvm1"
     );
 }
@@ -371,9 +371,9 @@ fn bug08_aggregated_discovery() {
 fn bug09a_watch_framing_detection_and_errors() {
     let rules = rules();
     let r = Route::new(&rules, ProxyMode::Api, "GET", &format!("{VM_PATH}?watch=1"));
-    assert_eq!(r.response, BodyMode::Watch);
+    assert_eq!(r.response(), BodyMode::Watch);
     let r = Route::new(&rules, ProxyMode::Api, "GET", &format!("{VM_PATH}?nowatch=true"));
-    assert_eq!(r.response, BodyMode::List);
+    assert_eq!(r.response(), BodyMode::List);
     let mut w = WatchRewriter::new(&rules, Direction::Restore, Context::default());
     let mut out = Vec::new();
     let ev = r#"{"type":"ADDED","object":{"apiVersion":"internal.virtualization.deckhouse.io/v1","kind":"InternalVirtualizationVirtualMachine","metadata":{"name":"a"}}}"#;

@@ -41,7 +41,7 @@ fn admission(rules: &Rules, ops: &Value) -> Value {
         rules,
         Direction::Rename,
         &serde_json::to_vec(&review).unwrap(),
-        &r.context,
+        r.context(),
     )
     .unwrap()
     {

@@ -36,9 +36,9 @@ fn the_builtin_kubevirt_set_is_complete() {
     let r = Rules::builtin_kubevirt();
     assert_eq!(r.groups().len(), 7);
     assert_eq!(r.groups().iter().map(|g| g.resources.len()).sum::<usize>(), 17);
-    assert_eq!(r.webhooks.len(), 24);
-    assert_eq!(r.kind_prefix, "InternalVirtualization");
-    assert_eq!(r.categories, ["intvirt"]);
+    assert_eq!(r.webhooks().len(), 24);
+    assert_eq!(r.kind_prefix(), "InternalVirtualization");
+    assert_eq!(r.categories(), ["intvirt"]);
 }
 
 #[test]
@@ -58,13 +58,13 @@ fn go_rule_files_load_unchanged_and_agree() {
             g.resources.keys().collect::<Vec<_>>()
         );
     }
-    assert_eq!(from_json.webhooks.len(), builtin.webhooks.len());
+    assert_eq!(from_json.webhooks().len(), builtin.webhooks().len());
     for (k, v) in [
         ("kubevirt.io/x", "1"),
         ("app.kubernetes.io/managed-by", "virt-operator"),
         ("vm.kubevirt.io/name", "a"),
     ] {
-        assert_eq!(from_json.labels.rename(k, v), builtin.labels.rename(k, v));
+        assert_eq!(from_json.labels().rename(k, v), builtin.labels().rename(k, v));
     }
     let cdi = Rules::parse(&[Source {
         name: "intree.json",
@@ -72,7 +72,7 @@ fn go_rule_files_load_unchanged_and_agree() {
     }])
     .unwrap();
     assert!(cdi.group("cdi.kubevirt.io").is_some());
-    assert_eq!(cdi.excludes.len(), 2);
+    assert_eq!(cdi.excludes().len(), 2);
     assert_eq!(
         cdi.rename_api_version("cdi.kubevirt.io/v1beta1").as_deref(),
         Some("cdi.internal.virtualization.deckhouse.io/v1beta1")
@@ -83,8 +83,8 @@ fn go_rule_files_load_unchanged_and_agree() {
 fn go_decoder_key_spellings_are_accepted() {
     let text = "KindPrefix: P\nresourcetypeprefix: p\nlabels:\n  Prefixes:\n    - {Original: a.io, Renamed: b.io}\n  Names: []\n";
     let r = Rules::parse(&[Source { name: "x", text }]).unwrap();
-    assert_eq!(r.kind_prefix, "P");
-    assert_eq!(r.labels.rename("a.io/x", "").0, "b.io/x");
+    assert_eq!(r.kind_prefix(), "P");
+    assert_eq!(r.labels().rename("a.io/x", "").0, "b.io/x");
 }
 
 #[test]
@@ -122,15 +122,17 @@ fn renamed_pairs_of_one_name_do_not_collide() {
     let r = Rules::builtin_kubevirt();
     let k = "app.kubernetes.io/managed-by";
     assert_eq!(
-        r.labels.rename(k, "virt-operator").1,
+        r.labels().rename(k, "virt-operator").1,
         "virt-operator-internal-virtualization"
     );
     assert_eq!(
-        r.labels.rename(k, "kubevirt-operator").1,
+        r.labels().rename(k, "kubevirt-operator").1,
         "kubevirt-operator-internal-virtualization"
     );
     assert_eq!(
-        r.labels.restore(k, "kubevirt-operator-internal-virtualization").1,
+        r.labels()
+            .restore(k, "kubevirt-operator-internal-virtualization")
+            .1,
         "kubevirt-operator"
     );
 }
@@ -172,11 +174,11 @@ fn empty_group_rule_loads_as_excludes_only() {
         kube_api_rewriter::path::rewrite(&r, Direction::Rename, "/apis/upstream.io/v1/bars").unwrap(),
         "/apis/upstream.io/v1/bars"
     );
-    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert_eq!(r.warnings().len(), 1, "{:?}", r.warnings());
     assert!(
-        r.warnings[0].contains("upstream.io") && r.warnings[0].contains("Bar, BarList"),
+        r.warnings()[0].contains("upstream.io") && r.warnings()[0].contains("Bar, BarList"),
         "{:?}",
-        r.warnings
+        r.warnings()
     );
     use kube_api_rewriter::object::{self, Context, Outcome};
     let bar = br#"{"apiVersion":"upstream.io/v1","kind":"Bar","metadata":{"name":"b"}}"#;

@@ -152,7 +152,7 @@ impl Exchange {
             return Err(Error::BodyTooLarge { limit: max });
         }
         let has_body = declared.is_some_and(|n| n > 0) || (declared.is_none() && !body.is_end_stream());
-        let decision = if route.rewrite_bodies {
+        let decision = if route.rewrite_bodies() {
             Decision::Rewrite
         } else {
             Decision::Pass
@@ -160,7 +160,7 @@ impl Exchange {
         let from_client = self.observe.byte_counter(route, Flow::FromClient, decision);
         let to_target = self.observe.byte_counter(route, Flow::ToTarget, decision);
 
-        let body = if route.rewrite_bodies && has_body {
+        let body = if route.rewrite_bodies() && has_body {
             let collected = Limited::new(body, max).collect().await.map_err(|e| {
                 if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
                     Error::BodyTooLarge { limit: max }
@@ -191,7 +191,7 @@ impl Exchange {
             let rb = res.map_err(|e| match e {
                 kube_api_rewriter::Error::UnsupportedMediaType(m) => Error::UnsupportedMediaType {
                     media_type: m,
-                    resource: route.resource.clone(),
+                    resource: route.resource().to_owned(),
                 },
                 e => Error::Body(e),
             })?;
@@ -225,11 +225,11 @@ impl Exchange {
             body::boxed(body)
         };
 
-        if route.path_rewritten {
+        if route.path_rewritten() {
             let mut up = parts.uri.clone().into_parts();
             up.path_and_query = Some(
                 route
-                    .upstream_path
+                    .upstream_path()
                     .parse()
                     .map_err(|e: http::uri::InvalidUri| Error::InvalidPath(e.to_string()))?,
             );
@@ -239,7 +239,7 @@ impl Exchange {
             if let Some(accept) = cbor_only(&parts.headers) {
                 return Err(Error::NotAcceptable {
                     accept,
-                    resource: route.resource.clone(),
+                    resource: route.resource().to_owned(),
                 });
             }
             let mut accept = json_accept(&parts.headers);
@@ -248,10 +248,10 @@ impl Exchange {
             }
             parts.headers.insert(header::ACCEPT, accept);
         }
-        if route.openapi.is_some() {
+        if route.openapi().is_some() {
             crate::openapi::request_headers(&mut parts.headers, &self.rules);
         }
-        if route.rewrite_bodies && !self.client_gzip {
+        if route.rewrite_bodies() && !self.client_gzip {
             parts.headers.remove(header::ACCEPT_ENCODING);
         }
         Ok(Request::from_parts(parts, body))

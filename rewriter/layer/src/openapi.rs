@@ -128,7 +128,7 @@ where
     };
     let key = etag.map(|e| {
         (
-            ctx.route.upstream_path.clone(),
+            ctx.route.upstream_path().to_owned(),
             ct.clone().unwrap_or_default(),
             e,
             version,
@@ -164,7 +164,7 @@ where
                 Ok(Some(v)) => Bytes::from(v),
                 Ok(None) => raw,
                 Err(e) => {
-                    tracing::warn!(path = %ctx.route.path, error = %e, "OpenAPI document not rewritable; passed untouched");
+                    tracing::warn!(path = %ctx.route.path(), error = %e, "OpenAPI document not rewritable; passed untouched");
                     raw
                 }
             };

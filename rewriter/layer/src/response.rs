@@ -48,7 +48,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    if ctx.route.openapi.is_some() {
+    if ctx.route.openapi().is_some() {
         return crate::openapi::respond(ctx, resp).await;
     }
     let (mut parts, body) = resp.into_parts();
@@ -84,7 +84,7 @@ where
     let upstream = Counted::new(body::boxed(body), from_target);
     match mode {
         BodyMode::Pass => {
-            let b = if ctx.route.watch {
+            let b = if ctx.route.watch() {
                 body::boxed(EndOnShutdown::new(
                     upstream,
                     ctx.shutdown.clone(),
@@ -194,7 +194,7 @@ fn object(
         Err(e) => {
             ctx.rewrote(false, took);
             ctx.invalid_json(parts.status.as_u16());
-            tracing::debug!(path = %ctx.route.path, error = %e, "response body not rewritable; passed untouched");
+            tracing::debug!(path = %ctx.route.path(), error = %e, "response body not rewritable; passed untouched");
             // Send what upstream sent, as it sent it.
             return pass(parts, compressed.unwrap_or(plain));
         }

@@ -24,7 +24,7 @@ const YAML: &str = "application/yaml";
 /// `type/*` before `*/*`), then by position; the first one kube-apiserver serves (JSON, YAML,
 /// protobuf, CBOR) decides.
 pub(crate) fn wants_yaml(route: &Route, h: &HeaderMap) -> bool {
-    route.rewrite_bodies && !route.watch && route.openapi.is_none() && preferred_is_yaml(h)
+    route.rewrite_bodies() && !route.watch() && route.openapi().is_none() && preferred_is_yaml(h)
 }
 
 fn preferred_is_yaml(h: &HeaderMap) -> bool {

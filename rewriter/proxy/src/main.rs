@@ -270,7 +270,7 @@ fn load_rules(files: &RuleFiles) -> anyhow::Result<Rules> {
         .map(|(name, text)| Source { name, text })
         .collect();
     let rules = Rules::parse(&sources).map_err(bad)?;
-    for w in &rules.warnings {
+    for w in rules.warnings() {
         eprintln!("warning: {w}");
     }
     Ok(rules)
@@ -279,7 +279,9 @@ fn load_rules(files: &RuleFiles) -> anyhow::Result<Rules> {
 fn rewrite_path(a: RewritePathArgs) -> anyhow::Result<()> {
     let rules = load_rules(&a.rules)?;
     let out = match a.dir.get() {
-        Direction::Rename => Route::new(&rules, ProxyMode::Api, &a.method, &a.path).upstream_path,
+        Direction::Rename => Route::new(&rules, ProxyMode::Api, &a.method, &a.path)
+            .upstream_path()
+            .to_owned(),
         Direction::Restore => {
             kube_api_rewriter::path::rewrite(&rules, Direction::Restore, &a.path).map_err(bad)?
         }
@@ -297,8 +299,8 @@ fn rules_cmd(c: RulesCommand) -> anyhow::Result<()> {
                 "ok: {} groups, {} resources, {} webhooks, {} kind entries",
                 rules.groups().len(),
                 resources,
-                rules.webhooks.len(),
-                rules.kinds.len()
+                rules.webhooks().len(),
+                rules.kinds().len()
             );
             Ok(())
         }
@@ -395,8 +397,8 @@ fn rewrite(a: RewriteArgs) -> anyhow::Result<()> {
                 let ct = ct.as_deref().or(Some("application/json"));
                 match route.response_mode(200, ct) {
                     BodyMode::Pass => Plan::Copy,
-                    BodyMode::List => Plan::List(dir, route.context.clone()),
-                    BodyMode::Watch => Plan::Watch(dir, route.context.clone()),
+                    BodyMode::List => Plan::List(dir, route.context().clone()),
+                    BodyMode::Watch => Plan::Watch(dir, route.context().clone()),
                     BodyMode::Object => {
                         Plan::Whole(Box::new(move |b| match route.response_body(rules, b)? {
                             ResponseBody::Body(b) => Ok(b.into_owned()),

@@ -46,8 +46,8 @@ impl Common {
         Common {
             name,
             resource: crate::labels::resource(route),
-            method: crate::labels::method(&route.method),
-            watch: if route.watch { "1" } else { "0" },
+            method: crate::labels::method(route.method()),
+            watch: if route.watch() { "1" } else { "0" },
         }
     }
 }

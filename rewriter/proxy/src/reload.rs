@@ -40,7 +40,11 @@ pub fn load(path: Option<&Path>) -> Result<Rules, String> {
                 text: &text,
             }])
             .map_err(|e| format!("RULES_PATH: {e}"))
-            .inspect(|r| r.warnings.iter().for_each(|w| tracing::warn!("RULES_PATH: {w}")))
+            .inspect(|r| {
+                r.warnings()
+                    .iter()
+                    .for_each(|w| tracing::warn!("RULES_PATH: {w}"))
+            })
         }
     }
 }

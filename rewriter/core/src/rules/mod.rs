@@ -16,15 +16,16 @@ pub(crate) mod gvk;
 pub(crate) mod jsonpath;
 pub(crate) mod names;
 pub(crate) mod plan;
-// The rule-file schema keeps plain `pub` (its public types are re-exported below; the rest are
-// the file format as serde reads it).
+// The rule-file schema keeps plain `pub` items: `WebhookRule` is re-exported below (a route's
+// webhook), the rest is the file format as serde reads it, for this crate only.
 #[allow(unreachable_pub)]
 mod schema;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-pub(crate) use names::NameRules;
-pub(crate) use schema::{ResourceRule, WebhookRule};
+pub use names::NameRules;
+pub(crate) use schema::ResourceRule;
+pub use schema::WebhookRule;
 use serde_saphyr::Location;
 
 use crate::Direction;
@@ -163,32 +164,32 @@ const DEFAULT_STREAMING_SUBRESOURCES: &[&str] = &["log", "exec", "attach", "port
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
     /// Prefix for kinds.
-    pub kind_prefix: String,
+    pub(crate) kind_prefix: String,
     /// Prefix for plurals and singulars.
     pub(crate) resource_prefix: String,
     /// Prefix for short names.
     pub(crate) short_name_prefix: String,
     /// Categories of renamed resources.
-    pub categories: Vec<String>,
+    pub(crate) categories: Vec<String>,
     groups: Vec<Group>,
     by_original: names::FastMap<usize>,
     by_renamed: names::FastMap<Vec<usize>>,
     /// Groups having a resource of each (original) kind, in rule order.
     groups_by_kind: names::FastMap<Vec<usize>>,
     /// Webhook paths.
-    pub webhooks: BTreeMap<String, WebhookRule>,
+    pub(crate) webhooks: BTreeMap<String, WebhookRule>,
     /// Label rules.
-    pub labels: NameRules,
+    pub(crate) labels: NameRules,
     /// Annotation rules.
     pub(crate) annotations: NameRules,
     /// Finalizer rules.
     pub(crate) finalizers: NameRules,
     /// Explicit excludes (the implicit ones are checked from the groups).
-    pub excludes: Vec<Exclude>,
+    pub(crate) excludes: Vec<Exclude>,
     /// Field locations per kind.
-    pub kinds: Vec<KindFields>,
+    pub(crate) kinds: Vec<KindFields>,
     /// Things a rule file does that load but deserve a word (for the log).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     rewrite_core: bool,
     rewrite_resources: HashSet<String>,
     streaming_subresources: HashSet<String>,
@@ -206,6 +207,40 @@ pub struct Source<'a> {
 }
 
 impl Rules {
+    /// The prefix of renamed kinds (`InternalVirtualization`).
+    pub fn kind_prefix(&self) -> &str {
+        &self.kind_prefix
+    }
+
+    /// The categories of renamed resources (`kubectl get CATEGORY`).
+    pub fn categories(&self) -> &[String] {
+        &self.categories
+    }
+
+    /// The webhook paths, by path.
+    pub fn webhooks(&self) -> &BTreeMap<String, WebhookRule> {
+        &self.webhooks
+    }
+
+    /// The label renames (label keys and the values the rules name).
+    pub fn labels(&self) -> &NameRules {
+        &self.labels
+    }
+
+    /// The explicit excludes (the implicit ones follow from the groups).
+    pub fn excludes(&self) -> &[Exclude] {
+        &self.excludes
+    }
+
+    /// The field locations, per kind.
+    pub fn kinds(&self) -> &[KindFields] {
+        &self.kinds
+    }
+
+    /// Things the rule files do that load but deserve a word (for the log).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
     /// The embedded KubeVirt rules with the built-in kinds.
     pub fn builtin_kubevirt() -> Rules {
         Rules::parse(&[Source {

@@ -60,7 +60,7 @@ where
 
     fn call(&mut self, mut r: Routed) -> Self::Future {
         let d = self.deadline;
-        if !r.splice && r.exchange.route().watch {
+        if !r.splice && r.exchange.route().watch() {
             return Box::pin(self.inner.call(r));
         }
         let expired = if r.splice {

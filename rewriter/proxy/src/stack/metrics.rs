@@ -103,10 +103,10 @@ where
                     status: labels.status,
                 })
                 .observe(start.elapsed().as_secs_f64());
-            if route.rewrite_bodies || by_proxy {
-                tracing::info!(proxy = name, method = %route.method, path = %route.path, upstream = %route.upstream_path, status = code, "request");
+            if route.rewrite_bodies() || by_proxy {
+                tracing::info!(proxy = name, method = %route.method(), path = %route.path(), upstream = %route.upstream_path(), status = code, "request");
             } else {
-                tracing::debug!(proxy = name, method = %route.method, path = %route.path, status = code, "request");
+                tracing::debug!(proxy = name, method = %route.method(), path = %route.path(), status = code, "request");
             }
             Ok(resp)
         })

@@ -28,10 +28,10 @@ const UPGRADE_SUBRESOURCES: &[&str] = &["exec", "attach", "portforward", "proxy"
 /// else the header does not skip rewriting, excludes or JSON negotiation: the request is
 /// rewritten as usual (hop-by-hop headers, `Upgrade` included, are not forwarded).
 fn splices(route: &Route) -> bool {
-    let sub = kube_api_rewriter::path::ApiPath::parse(&route.path)
+    let sub = kube_api_rewriter::path::ApiPath::parse(route.path())
         .subresource()
         .map(str::to_owned);
-    !route.rewrite_bodies || sub.is_some_and(|s| UPGRADE_SUBRESOURCES.contains(&s.as_str()))
+    !route.rewrite_bodies() || sub.is_some_and(|s| UPGRADE_SUBRESOURCES.contains(&s.as_str()))
 }
 
 /// Routes requests into [`Routed`] ones.
@@ -109,8 +109,8 @@ where
             Arc::clone(&l.observe),
         );
         let route = exchange.route();
-        if l.rule_paths_only && route.mode == ProxyMode::Webhook && route.webhook.is_none() {
-            let path = route.path.clone();
+        if l.rule_paths_only && route.mode() == ProxyMode::Webhook && route.webhook().is_none() {
+            let path = route.path().to_owned();
             return Box::pin(async move { Ok(answer(Error::NotFound(path))) });
         }
         let splice = is_upgrade(req.headers()) && splices(route);

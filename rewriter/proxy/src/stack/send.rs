@@ -51,12 +51,12 @@ impl Send {
         // picks the version per connection (ALPN); a request marked HTTP/2 would be refused on
         // an HTTP/1.1 connection.
         parts.version = http::Version::HTTP_11;
-        parts.uri = match self.upstream.uri(&exchange.route().upstream_path) {
+        parts.uri = match self.upstream.uri(exchange.route().upstream_path()) {
             Ok(u) => u,
             Err(e) => return answer(Error::InvalidPath(e.to_string())),
         };
         let up = Request::from_parts(parts, b);
-        let sent = if exchange.route().watch {
+        let sent = if exchange.route().watch() {
             self.upstream.send_watch(up).await
         } else {
             self.upstream.send(up, body_stall).await
@@ -78,7 +78,7 @@ impl Send {
         // The client connection's place under the listener's cap, kept by the splice.
         let place = parts.extensions.remove::<Place>();
         let route = exchange.route();
-        let uri = match self.upstream.uri(&route.upstream_path) {
+        let uri = match self.upstream.uri(route.upstream_path()) {
             Ok(u) => u,
             Err(e) => return answer(Error::InvalidPath(e.to_string())),
         };
@@ -99,7 +99,7 @@ impl Send {
         splice::spawn(
             splice::Ends {
                 proxy: self.name,
-                path: route.path.clone(),
+                path: route.path().to_owned(),
                 client: on_client,
                 upstream: on_upstream,
                 place,
