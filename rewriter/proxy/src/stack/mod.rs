@@ -17,7 +17,7 @@
 //!    upgrades pass untouched.
 //! 7. [`deadline`]: upstream's time to answer with headers, and a non-watch body's longest
 //!    stall; watches and upgraded streams are exempt.
-//! 8. [`send`]: the upstream connection (pooled HTTP/2, a watch's own connection, or an
+//! 8. [`forward`]: the upstream connection (pooled HTTP/2, a watch's own connection, or an
 //!    upgrade's), and the splice of an upgraded connection ([`splice`]).
 //!
 //! Every layer turns what it refuses into a Kubernetes `Status` with [`answer`], the one place
@@ -43,12 +43,12 @@ use crate::upstream::identity::RemoteIdentity;
 
 pub mod deadline;
 pub mod drain;
+pub mod forward;
 pub mod identity;
 pub mod limits;
 pub mod metrics;
 pub mod rewrite;
 pub mod route;
-pub mod send;
 pub mod splice;
 
 /// A request on its way through the stack: the client's request and the rewriting path's
@@ -126,7 +126,7 @@ pub fn proxy(s: ProxySettings) -> ProxyService {
         ))
         .layer(rewrite::RewriteLayer::new())
         .layer(deadline::DeadlineLayer::new(s.deadlines.upstream_response))
-        .service(send::Send::new(
+        .service(forward::Forward::new(
             s.name,
             Arc::clone(&s.upstream),
             s.deadlines.stream_idle,

@@ -19,15 +19,15 @@ use super::{Routed, answer, splice};
 use crate::server::conns::Place;
 use crate::upstream::Upstream;
 
-/// Sends requests to one upstream.
+/// Forwards requests to one upstream: the innermost service of the stack.
 #[derive(Debug, Clone)]
-pub struct Send {
+pub struct Forward {
     name: &'static str,
     upstream: Arc<Upstream>,
     stream_idle: Duration,
 }
 
-impl Send {
+impl Forward {
     /// Sends to `upstream` for proxy `name`; a spliced connection ends after `stream_idle`
     /// without a byte either way.
     pub fn new(name: &'static str, upstream: Arc<Upstream>, stream_idle: Duration) -> Self {
@@ -38,7 +38,7 @@ impl Send {
         }
     }
 
-    async fn forward(self, r: Routed) -> Response<Body> {
+    async fn ordinary(self, r: Routed) -> Response<Body> {
         let Routed {
             exchange,
             req,
@@ -128,10 +128,10 @@ impl Send {
     }
 }
 
-impl Service<Routed> for Send {
+impl Service<Routed> for Forward {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + std::marker::Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         // The pool queues or opens connections itself.
@@ -144,7 +144,7 @@ impl Service<Routed> for Send {
             Ok(if r.splice {
                 this.upgrade(r).await
             } else {
-                this.forward(r).await
+                this.ordinary(r).await
             })
         })
     }
