@@ -1,7 +1,9 @@
-//! Request body caps: a request that declares a body over the limit is answered 413 at once,
-//! and every body is read through a cap, so a streamed one (chunked, or an upgrade's) cannot
-//! run past it either. (The rewriting path reads rewritten bodies whole under the same cap, and
-//! tells a send that failed on the cap, 413, from an unavailable upstream.)
+//! What a request may be: on a webhook listener that serves the rules' paths only, a path no
+//! webhook rule names is answered 404; a request that declares a body over the limit is
+//! answered 413 at once, and every body is read through a cap, so a streamed one (chunked, or
+//! an upgrade's) cannot run past it either. (The rewriting path reads rewritten bodies whole
+//! under the same cap, and tells a send that failed on the cap, 413, from an unavailable
+//! upstream.)
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,21 +11,34 @@ use std::task::{Context, Poll};
 
 use http::{Response, header};
 use http_body_util::Limited;
+use kube_api_rewriter::ProxyMode;
 use kube_api_rewriter_layer::{Body, Error, body};
 use tower::{Layer, Service};
 
 use super::{Routed, answer};
 
-/// Caps request bodies at `max_request_body` bytes.
+/// Caps request bodies at `max_request_body` bytes, and webhook paths to the rules' ones.
 #[derive(Debug, Clone, Copy)]
 pub struct LimitLayer {
     max_request_body: usize,
+    rule_paths_only: bool,
 }
 
 impl LimitLayer {
     /// Bodies of at most `max_request_body` bytes.
     pub fn new(max_request_body: usize) -> Self {
-        Self { max_request_body }
+        Self {
+            max_request_body,
+            rule_paths_only: false,
+        }
+    }
+
+    /// A webhook proxy answers 404 for a path no webhook rule names instead of forwarding it
+    /// (`WEBHOOK_RULE_PATHS_ONLY`).
+    #[must_use]
+    pub fn rule_paths_only(mut self, only: bool) -> Self {
+        self.rule_paths_only = only;
+        self
     }
 }
 
@@ -31,17 +46,14 @@ impl<S> Layer<S> for LimitLayer {
     type Service = LimitService<S>;
 
     fn layer(&self, inner: S) -> LimitService<S> {
-        LimitService {
-            max: self.max_request_body,
-            inner,
-        }
+        LimitService { layer: *self, inner }
     }
 }
 
 /// The service [`LimitLayer`] makes.
 #[derive(Debug, Clone)]
 pub struct LimitService<S> {
-    max: usize,
+    layer: LimitLayer,
     inner: S,
 }
 
@@ -59,19 +71,25 @@ where
     }
 
     fn call(&mut self, mut r: Routed) -> Self::Future {
+        let route = r.exchange.route();
+        if self.layer.rule_paths_only && route.mode() == ProxyMode::Webhook && route.webhook().is_none() {
+            let path = route.path().to_owned();
+            return Box::pin(async move { Ok(answer(Error::NotFound(path))) });
+        }
+        let max = self.layer.max_request_body;
         let declared = r
             .req
             .headers()
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > self.max as u64) {
-            let limit = self.max;
+        if declared.is_some_and(|n| n > max as u64) {
+            let limit = max;
             return Box::pin(async move { Ok(answer(Error::BodyTooLarge { limit })) });
         }
         if !http_body::Body::is_end_stream(r.req.body()) {
             let b = std::mem::replace(r.req.body_mut(), body::empty());
-            *r.req.body_mut() = body::boxed(Limited::new(b, self.max));
+            *r.req.body_mut() = body::boxed(Limited::new(b, max));
         }
         Box::pin(self.inner.call(r))
     }
@@ -102,6 +120,37 @@ mod tests {
             .await
             .expect("answered");
         assert_eq!(resp.status(), 413);
+        assert!(!matches!(futures_now(handle.next_request()), Some(Some(_))));
+    }
+
+    #[tokio::test]
+    async fn a_webhook_proxy_serving_rule_paths_only_answers_404_for_others() {
+        let req = Request::post("/not-a-webhook")
+            .body(body::empty())
+            .expect("request");
+        let exchange = kube_api_rewriter_layer::Exchange::new(
+            std::sync::Arc::new(kube_api_rewriter::Rules::builtin_kubevirt()),
+            ProxyMode::Webhook,
+            &req,
+            kube_api_rewriter_layer::Limits::default(),
+            kube_api_rewriter_layer::ShutdownSignal::never(),
+            std::sync::Arc::new(kube_api_rewriter_layer::NoMetrics),
+        );
+        let routed = Routed {
+            exchange,
+            req,
+            splice: false,
+            body_stall: None,
+        };
+        let (svc, mut handle) = mock();
+        let resp = LimitLayer::new(10)
+            .rule_paths_only(true)
+            .layer(svc)
+            .oneshot(routed)
+            .await
+            .expect("answered");
+        assert_eq!(resp.status(), 404);
+        assert!(resp.extensions().get::<super::super::ProxyAnswered>().is_some());
         assert!(!matches!(futures_now(handle.next_request()), Some(Some(_))));
     }
 

@@ -4,12 +4,12 @@
 //! In order, from the client to kube-apiserver (or the webhook server):
 //!
 //! 1. [`route`]: routes the request with the rules in force ([`Routed`], one [`Exchange`] per
-//!    request), drops hop-by-hop headers, and tells upgrades that are spliced from the rest; a
-//!    webhook proxy serving rule paths only answers 404 for the others.
+//!    request), drops hop-by-hop headers, and tells upgrades that are spliced from the rest.
 //! 2. [`metrics`]: counts requests and answers, times them to the response head, logs one line.
 //! 3. [`drain`]: hands the request the shutdown signal, so that watches end at an event
 //!    boundary once shutdown starts.
-//! 4. [`limits`]: caps the request body (413 for a declared or streamed one over the limit).
+//! 4. [`limits`]: caps the request body (413 for a declared or streamed one over the limit); a
+//!    webhook proxy serving rule paths only answers 404 for the others.
 //! 5. [`identity`]: the proxy's credentials and the kubeconfig's impersonation, front-proxy
 //!    `X-Remote-*` headers; what a client sends can neither replace nor widen them.
 //! 6. [`rewrite`]: renames the request and restores the response (the Layer crate's
@@ -115,11 +115,10 @@ pub fn proxy(s: ProxySettings) -> ProxyService {
             s.mode,
             s.limits,
             Arc::new(crate::metrics::ProxyMetrics::new(s.name, Arc::clone(&s.metrics))),
-            s.rule_paths_only,
         ))
         .layer(metrics::MetricsLayer::new(s.name, Arc::clone(&s.metrics)))
         .layer(drain::DrainLayer::new(s.shutdown.clone()))
-        .layer(limits::LimitLayer::new(s.limits.max_request_body))
+        .layer(limits::LimitLayer::new(s.limits.max_request_body).rule_paths_only(s.rule_paths_only))
         .layer(identity::IdentityLayer::new(
             Arc::clone(&s.upstream),
             s.remote_identity.clone(),

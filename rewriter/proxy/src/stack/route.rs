@@ -1,6 +1,7 @@
 //! The top of the stack: each request is routed with the rules in force (it keeps them to its
 //! end, so a reload never changes a stream in flight), its hop-by-hop headers are dropped, and
-//! an upgrade the rules let through untouched is marked to be spliced.
+//! an upgrade the rules let through untouched is marked to be spliced. Nothing is refused here,
+//! so that the metrics below count every request.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -13,10 +14,10 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response};
 use kube_api_rewriter::{ProxyMode, Route};
 use kube_api_rewriter_layer::headers::{is_upgrade, strip_hop_by_hop};
-use kube_api_rewriter_layer::{Body, BoxError, Error, Exchange, Limits, Observe, ShutdownSignal, body};
+use kube_api_rewriter_layer::{Body, BoxError, Exchange, Limits, Observe, ShutdownSignal, body};
 use tower::{Layer, Service};
 
-use super::{Routed, answer};
+use super::Routed;
 use crate::reload::RulesHandle;
 
 /// Subresources that stream over an upgraded connection (SPDY or WebSocket).
@@ -41,26 +42,17 @@ pub struct RouteLayer {
     mode: ProxyMode,
     limits: Limits,
     observe: Arc<dyn Observe>,
-    rule_paths_only: bool,
 }
 
 impl RouteLayer {
     /// Routes with `rules` in `mode`; `limits` and `observe` go with each request's
-    /// [`Exchange`]. With `rule_paths_only` (webhook proxy), a path no webhook rule names is
-    /// answered 404 instead of forwarded.
-    pub fn new(
-        rules: Arc<RulesHandle>,
-        mode: ProxyMode,
-        limits: Limits,
-        observe: Arc<dyn Observe>,
-        rule_paths_only: bool,
-    ) -> Self {
+    /// [`Exchange`].
+    pub fn new(rules: Arc<RulesHandle>, mode: ProxyMode, limits: Limits, observe: Arc<dyn Observe>) -> Self {
         Self {
             rules,
             mode,
             limits,
             observe,
-            rule_paths_only,
         }
     }
 }
@@ -108,12 +100,7 @@ where
             ShutdownSignal::never(),
             Arc::clone(&l.observe),
         );
-        let route = exchange.route();
-        if l.rule_paths_only && route.mode() == ProxyMode::Webhook && route.webhook().is_none() {
-            let path = route.path().to_owned();
-            return Box::pin(async move { Ok(answer(Error::NotFound(path))) });
-        }
-        let splice = is_upgrade(req.headers()) && splices(route);
+        let splice = is_upgrade(req.headers()) && splices(exchange.route());
         let (mut parts, b) = req.into_parts();
         let upgrade = splice
             .then(|| parts.headers.get(header::UPGRADE).cloned())
@@ -141,7 +128,7 @@ mod tests {
     use kube_api_rewriter::Rules;
     use tower::ServiceExt;
 
-    use super::super::test_support::{futures_now, mock};
+    use super::super::test_support::mock;
     use super::*;
 
     fn route(path: &str) -> Route {
@@ -189,13 +176,12 @@ mod tests {
         )
     }
 
-    fn layer(rule_paths_only: bool, mode: ProxyMode) -> RouteLayer {
+    fn layer() -> RouteLayer {
         RouteLayer::new(
             RulesHandle::fixed(Rules::builtin_kubevirt()),
-            mode,
+            ProxyMode::Api,
             Limits::default(),
             Arc::new(kube_api_rewriter_layer::NoMetrics),
-            rule_paths_only,
         )
     }
 
@@ -209,7 +195,7 @@ mod tests {
             .header("accept", "application/json")
             .body(body::empty())
             .expect("request");
-        let (splice, headers, code) = seen(layer(false, ProxyMode::Api), req).await;
+        let (splice, headers, code) = seen(layer(), req).await;
         assert_eq!(code, 200);
         assert!(!splice);
         for h in ["connection", "x-custom", "host", "keep-alive"] {
@@ -225,28 +211,9 @@ mod tests {
             .header("upgrade", "SPDY/3.1")
             .body(body::empty())
             .expect("request");
-        let (splice, headers, _) = seen(layer(false, ProxyMode::Api), req).await;
+        let (splice, headers, _) = seen(layer(), req).await;
         assert!(splice);
         assert_eq!(headers["connection"], "Upgrade");
         assert_eq!(headers["upgrade"], "SPDY/3.1");
-    }
-
-    #[tokio::test]
-    async fn a_webhook_proxy_serving_rule_paths_only_answers_404_for_others() {
-        let req = Request::post("/not-a-webhook")
-            .body(body::empty())
-            .expect("request");
-        let (svc, mut handle) = mock();
-        let resp = layer(true, ProxyMode::Webhook)
-            .layer(svc)
-            .oneshot(req)
-            .await
-            .expect("infallible");
-        assert_eq!(resp.status(), 404);
-        assert!(resp.extensions().get::<super::super::ProxyAnswered>().is_some());
-        assert!(
-            !matches!(futures_now(handle.next_request()), Some(Some(_))),
-            "the inner service saw nothing"
-        );
     }
 }
