@@ -1,6 +1,6 @@
 //! The rewriting path: the request's path, query and body renamed (restored, for the webhook
 //! direction) on the way up, the response restored as it streams on the way back, with the
-//! Layer crate's [`Exchange`](kube_api_rewriter_layer::Exchange), the same path the embedded
+//! Layer crate's [`Exchange`], the same path the embedded
 //! [`RewriteLayer`](kube_api_rewriter_layer::RewriteLayer) takes. A spliced upgrade goes up
 //! untouched; a refused one (any answer but `101`) is restored like any response. The
 //! proxy's own answers from further in pass as they are.
