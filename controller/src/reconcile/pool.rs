@@ -18,7 +18,7 @@ use kube::{Resource as _, ResourceExt as _};
 use tracing::{info, instrument};
 
 use super::{Context, is_not_found, retry_on_conflict};
-use crate::conditions::{condition, now};
+use crate::conditions::{READY, condition, now, reason};
 use crate::resources::{
     BlockDeviceKind, ScaleDownPolicy, VirtualDisk, VirtualMachine, VirtualMachinePool,
     VirtualMachinePoolStatus, VmPhase, controller_reference,
@@ -28,8 +28,6 @@ use crate::{Error, Result};
 /// The label on a pool's VMs and disks naming the pool; the pool's selector and the child
 /// watches select on it.
 pub const POOL_LABEL: &str = "virtualization.deckhouse.io/pool";
-/// Condition: every VM the pool should have is `Running`.
-pub const READY: &str = "Ready";
 
 /// The name of VM `index` of pool `pool`.
 pub fn vm_name(pool: &str, index: u32) -> String {
@@ -287,9 +285,9 @@ pub(crate) fn status(pool: &VirtualMachinePool, plan: &Plan, now: &str) -> Virtu
     let ready = plan.ready_replicas == wanted;
     let message = format!("{} of {wanted} VMs running", plan.ready_replicas);
     let reason = if ready {
-        "AllReplicasReady"
+        reason::ALL_REPLICAS_READY
     } else {
-        "ReplicasNotReady"
+        reason::REPLICAS_NOT_READY
     };
     VirtualMachinePoolStatus {
         replicas: plan.replicas,

@@ -14,9 +14,8 @@ use tracing::{info, instrument};
 
 use super::data::{self, NotReady};
 use super::report::{Stage, report, same_status};
-use super::vi::READY;
 use super::{Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch};
-use crate::conditions::{self, condition};
+use crate::conditions::{self, READY, condition, reason};
 use crate::datapod::{Destination, Job, Owner, State};
 use crate::resources::{DiskPhase, DiskTarget, VirtualDisk, VirtualDiskStatus, controller_reference};
 use crate::{Error, Result};
@@ -118,7 +117,7 @@ pub fn data_status(
                     &old.conditions,
                     READY,
                     true,
-                    "Ready",
+                    reason::READY,
                     format!("filled with a {format} disk"),
                     None,
                     now,
@@ -128,7 +127,7 @@ pub fn data_status(
                     &old.conditions,
                     READY,
                     false,
-                    "WaitForClaim",
+                    reason::WAIT_FOR_CLAIM,
                     "filled; waiting for the claim to be bound",
                     None,
                     now,

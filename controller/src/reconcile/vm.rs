@@ -15,7 +15,10 @@ use super::{
     Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch, retry_on_conflict,
     send_requests,
 };
-use crate::conditions::{condition, now};
+use crate::conditions::{
+    AWAITING_RESTART_TO_APPLY_CONFIGURATION, BLOCK_DEVICES_READY, CLASS_READY, CONFIGURATION_APPLIED,
+    RUNNING, condition, now, reason,
+};
 use crate::kubevirt;
 use crate::kubevirt::{BlockDevice, Dependencies};
 use crate::resources::{
@@ -26,16 +29,6 @@ use crate::{Error, Result};
 
 /// The finalizer the controller keeps on a VM until its KubeVirt VM and instance are gone.
 pub const FINALIZER: &str = "virtualization.deckhouse.io/vm-cleanup";
-/// Condition: the VM's instance is running.
-pub const RUNNING: &str = "Running";
-/// Condition: the spec is rendered into the KubeVirt VM and, when running, into the instance.
-pub const CONFIGURATION_APPLIED: &str = "ConfigurationApplied";
-/// Condition: the spec is in the KubeVirt VM, but the running instance needs a restart.
-pub const AWAITING_RESTART: &str = "AwaitingRestartToApplyConfiguration";
-/// Condition: the VM's class exists and allows its spec (set when the VM names a class).
-pub const CLASS_READY: &str = "ClassReady";
-/// Condition: every block device is ready (set when the VM has block devices).
-pub const BLOCK_DEVICES_READY: &str = "BlockDevicesReady";
 
 /// A check of what a VM depends on, as a condition: (type, met, reason, message).
 type Check = (&'static str, bool, &'static str, String);
@@ -51,17 +44,17 @@ async fn dependencies(vm: &VirtualMachine, ctx: &Context, ns: &str) -> Result<(D
             None => (
                 CLASS_READY,
                 false,
-                "VirtualMachineClassNotFound",
+                reason::VIRTUAL_MACHINE_CLASS_NOT_FOUND,
                 format!("VirtualMachineClass {class_name} not found"),
             ),
             Some(class) => match kubevirt::validate_class(&vm.spec, class_name, &class.spec) {
-                Err(problem) => (CLASS_READY, false, "NotAllowedByClass", problem),
+                Err(problem) => (CLASS_READY, false, reason::NOT_ALLOWED_BY_CLASS, problem),
                 Ok(()) => {
                     deps.class = Some(class.spec);
                     (
                         CLASS_READY,
                         true,
-                        "VirtualMachineClassReady",
+                        reason::VIRTUAL_MACHINE_CLASS_READY,
                         format!("VirtualMachineClass {class_name} applies"),
                     )
                 }
@@ -134,14 +127,14 @@ async fn dependencies(vm: &VirtualMachine, ctx: &Context, ns: &str) -> Result<(D
             (
                 BLOCK_DEVICES_READY,
                 true,
-                "BlockDevicesReady",
+                reason::BLOCK_DEVICES_READY,
                 format!("{} block device(s) ready", deps.disks.len()),
             )
         } else {
             (
                 BLOCK_DEVICES_READY,
                 false,
-                "BlockDevicesNotReady",
+                reason::BLOCK_DEVICES_NOT_READY,
                 waiting.join("; "),
             )
         });
@@ -209,7 +202,7 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
                 &old.conditions,
                 CONFIGURATION_APPLIED,
                 false,
-                "InvalidSpec",
+                reason::INVALID_SPEC,
                 problem,
                 generation,
                 &now,
@@ -310,9 +303,9 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
         RUNNING,
         running,
         if running {
-            "VirtualMachineRunning"
+            reason::VIRTUAL_MACHINE_RUNNING
         } else {
-            "VirtualMachineNotRunning"
+            reason::VIRTUAL_MACHINE_NOT_RUNNING
         },
         instance_phase.map_or_else(
             || "no VirtualMachineInstance".to_owned(),
@@ -326,7 +319,7 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
             c,
             CONFIGURATION_APPLIED,
             true,
-            "ConfigurationApplied",
+            reason::CONFIGURATION_APPLIED,
             "the spec is applied",
             generation,
             &now,
@@ -340,16 +333,16 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
             c,
             CONFIGURATION_APPLIED,
             false,
-            "RestartAwaitingChanges",
+            reason::RESTART_AWAITING_CHANGES,
             message.clone(),
             generation,
             &now,
         ));
         status.conditions.push(condition(
             c,
-            AWAITING_RESTART,
+            AWAITING_RESTART_TO_APPLY_CONFIGURATION,
             true,
-            "RestartAwaitingChanges",
+            reason::RESTART_AWAITING_CHANGES,
             message,
             generation,
             &now,

@@ -12,16 +12,13 @@ use serde_json::{Value, json};
 use tracing::{info, instrument};
 
 use super::{Context, send_requests};
-use crate::conditions::{condition, now};
+use crate::conditions::{COMPLETED, condition, now, reason};
 use crate::kubevirt;
 use crate::resources::{
     OperationPhase, OperationType, RunPolicy, VirtualMachine, VirtualMachineOperation,
     VirtualMachineOperationStatus,
 };
 use crate::{Error, Result};
-
-/// Condition: whether the operation is done, and why not.
-pub const COMPLETED: &str = "Completed";
 
 /// What to do with an operation, decided from the operation, the VM's run policy and its
 /// instance (pure; see [`decide`]).
@@ -71,26 +68,26 @@ pub fn decide(
             if forbidden {
                 return Step::Finish(
                     Failed,
-                    "NotAllowedByRunPolicy",
+                    reason::NOT_ALLOWED_BY_RUN_POLICY,
                     format!("{t:?} is not allowed for runPolicy {policy:?}"),
                 );
             }
             match (t, vmi) {
                 (Start, Some(i)) if i.running => Step::Finish(
                     Completed,
-                    "OperationCompleted",
+                    reason::OPERATION_COMPLETED,
                     "the VirtualMachine is already running".into(),
                 ),
                 (Start, _) => Step::Send(vec![kubevirt::start_request()], None),
                 (Stop, None) => Step::Finish(
                     Completed,
-                    "OperationCompleted",
+                    reason::OPERATION_COMPLETED,
                     "the VirtualMachine is already stopped".into(),
                 ),
                 (Stop, Some(i)) => Step::Send(vec![kubevirt::stop_request(Some(i.uid))], None),
                 (Restart, None) => Step::Finish(
                     Failed,
-                    "VirtualMachineNotRunning",
+                    reason::VIRTUAL_MACHINE_NOT_RUNNING,
                     "a stopped VirtualMachine cannot be restarted".into(),
                 ),
                 (Restart, Some(i)) => Step::Send(
@@ -100,7 +97,7 @@ pub fn decide(
                 (Migrate, Some(i)) if i.running => Step::Migrate,
                 (Migrate, _) => Step::Finish(
                     Failed,
-                    "VirtualMachineNotRunning",
+                    reason::VIRTUAL_MACHINE_NOT_RUNNING,
                     "only a running VirtualMachine can be migrated".into(),
                 ),
             }
@@ -108,13 +105,15 @@ pub fn decide(
         InProgress if t == Migrate => match vmi.map(|i| i.migration) {
             None => Step::Finish(
                 Failed,
-                "VirtualMachineNotRunning",
+                reason::VIRTUAL_MACHINE_NOT_RUNNING,
                 "the VirtualMachine stopped during the migration".into(),
             ),
-            Some(Some("Succeeded")) => Step::Finish(Completed, "OperationCompleted", "Migrate done".into()),
+            Some(Some("Succeeded")) => {
+                Step::Finish(Completed, reason::OPERATION_COMPLETED, "Migrate done".into())
+            }
             Some(Some("Failed")) => Step::Finish(
                 Failed,
-                "MigrationFailed",
+                reason::MIGRATION_FAILED,
                 "KubeVirt reports the migration failed".into(),
             ),
             Some(_) => Step::Wait("waiting for the migration"),
@@ -127,7 +126,7 @@ pub fn decide(
                 _ => false,
             };
             if done {
-                Step::Finish(Completed, "OperationCompleted", format!("{t:?} done"))
+                Step::Finish(Completed, reason::OPERATION_COMPLETED, format!("{t:?} done"))
             } else {
                 Step::Wait(match t {
                     Start => "waiting for the VirtualMachine to run",
@@ -172,7 +171,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
             &ops,
             &op,
             OperationPhase::Failed,
-            "VirtualMachineNotFound",
+            reason::VIRTUAL_MACHINE_NOT_FOUND,
             message,
         )
         .await?;
@@ -185,7 +184,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
             &ops,
             &op,
             OperationPhase::Pending,
-            "KubeVirtVMNotFound",
+            reason::KUBE_VIRT_VM_NOT_FOUND,
             false,
             "waiting for the KubeVirt VM".into(),
             None,
@@ -225,7 +224,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
                 &ops,
                 &op,
                 OperationPhase::Pending,
-                "RunPolicyNotApplied",
+                reason::RUN_POLICY_NOT_APPLIED,
                 false,
                 format!(
                     "waiting for the KubeVirt VM to take runPolicy {:?}",
@@ -242,7 +241,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
                 &ops,
                 &op,
                 OperationPhase::InProgress,
-                "SignalSent",
+                reason::SIGNAL_SENT,
                 false,
                 format!("{:?} sent", op.spec.type_),
                 stopped,
@@ -263,7 +262,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
                 &ops,
                 &op,
                 OperationPhase::InProgress,
-                "MigrationCreated",
+                reason::MIGRATION_CREATED,
                 false,
                 format!("VirtualMachineInstanceMigration {} created", m.name_any()),
                 None,
@@ -276,7 +275,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
                 &ops,
                 &op,
                 OperationPhase::InProgress,
-                "SignalSent",
+                reason::SIGNAL_SENT,
                 false,
                 message.into(),
                 status.stopped_instance_uid.clone(),
