@@ -13,7 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
@@ -21,6 +23,7 @@ use tracing::{info, instrument};
 
 use super::Context;
 use super::report::write_status;
+use super::wiring::Wiring;
 use crate::apis::VOLUME_SNAPSHOTS;
 use crate::conditions::{self, Builder, READY, VIRTUAL_DISK_READY, reason};
 use crate::resources::{
@@ -281,6 +284,18 @@ fn remaining(
     let age = k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
     let age = Duration::try_from(age).unwrap_or_default();
     timeout.saturating_sub(age)
+}
+
+/// The VirtualDiskSnapshot controller: disk snapshots and their VolumeSnapshots, watched while
+/// the cluster serves them ([`VOLUME_SNAPSHOTS`], an optional API); meanwhile the disk
+/// snapshots wait and say why. Sets [`Context::disk_snapshots`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualDiskSnapshot>(None);
+    let volume_snapshots = w.watch_while_served(VOLUME_SNAPSHOTS, &volume_snapshot_resource());
+    let disk_snapshots =
+        Controller::new(api, all).owns_stream_with(volume_snapshots, volume_snapshot_resource());
+    let _ = w.ctx().disk_snapshots.set(disk_snapshots.store());
+    w.start(disk_snapshots, reconcile)
 }
 
 /// Reconciles one disk snapshot.

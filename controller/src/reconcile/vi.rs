@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PatchParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
@@ -11,6 +14,7 @@ use tracing::{info, instrument};
 
 use super::data::{self, NotReady};
 use super::report::{Stage, report, same_status};
+use super::wiring::Wiring;
 use super::{Context, add_finalizer_patch, json_patch, remove_finalizer_patch};
 use crate::conditions::{self, READY, condition, reason};
 use crate::datapod::{self, Destination, Job, Owner, Source, State};
@@ -87,6 +91,15 @@ async fn write_status(api: &Api<VirtualImage>, name: &str, new: &VirtualImageSta
     api.patch_status(name, &PatchParams::default(), &json_patch(patch)?)
         .await?;
     Ok(())
+}
+
+/// The VirtualImage controller: images and their data Pods. Sets [`Context::images`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualImage>(None);
+    let (pods, data_pods) = w.watch::<Pod>(Some(datapod::DATA_LABEL));
+    let images = Controller::new(api, all).owns(pods, data_pods);
+    let _ = w.ctx().images.set(images.store());
+    w.start(images, reconcile)
 }
 
 /// Reconciles one image.

@@ -7,13 +7,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, PatchParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::Value;
 use tracing::{info, instrument};
 
 use super::report::write_status;
+use super::wiring::Wiring;
 use super::{Context, add_finalizer_patch, json_patch, remove_finalizer_patch};
 use crate::conditions::{self, ATTACHED, BLOCK_DEVICE_READY, Builder, VIRTUAL_MACHINE_READY, reason};
 use crate::kubevirt::{disk_volume_name, vm_resource, vmi_resource};
@@ -154,6 +157,15 @@ pub fn conflict(
         })
         .map(|o| o.name_any())
         .next()
+}
+
+/// The VirtualMachineBlockDeviceAttachment controller: attachments only; [`reconcile`] looks at
+/// the VM's instance on a timer while one moves. Sets [`Context::attachments`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualMachineBlockDeviceAttachment>(None);
+    let attachments = Controller::new(api, all);
+    let _ = w.ctx().attachments.set(attachments.store());
+    w.start(attachments, reconcile)
 }
 
 /// Reconciles one attachment.

@@ -5,12 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 use tracing::{info, instrument};
 
+use super::wiring::Wiring;
 use super::{Context, send_requests};
 use crate::conditions::{COMPLETED, condition, now, reason};
 use crate::kubevirt;
@@ -145,6 +149,36 @@ pub fn decide(
 /// kube-apiserver restart) makes an instance that KubeVirt deletes again.
 pub fn strategy_applied(kubevirt_run_strategy: Option<&str>, policy: RunPolicy) -> bool {
     kubevirt_run_strategy == Some(kubevirt::run_strategy(policy))
+}
+
+/// The VirtualMachineOperation controller: operations, brought back to [`reconcile`] by their
+/// VM's KubeVirt VM and instance (by the name label) while they are not finished.
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualMachineOperation>(None);
+    let ops = Controller::new(api, all);
+    let op_store = ops.store();
+    let ops_of = move |o: DynamicObject| {
+        let ns = o.namespace();
+        let name = o.labels().get(kubevirt::NAME_LABEL).cloned();
+        op_store
+            .state()
+            .into_iter()
+            .filter(|op| {
+                op.namespace() == ns
+                    && Some(&op.spec.virtual_machine_name) == name.as_ref()
+                    && !matches!(
+                        op.status.as_ref().and_then(|s| s.phase),
+                        Some(OperationPhase::Completed | OperationPhase::Failed)
+                    )
+            })
+            .map(|op| ObjectRef::from(op.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let (kvvms, labelled) = w.watch_dynamic(&kubevirt::vm_resource(), Some(kubevirt::NAME_LABEL));
+    let ops = ops.watches_with(kvvms, kubevirt::vm_resource(), labelled, ops_of.clone());
+    let (vmis, labelled) = w.watch_dynamic(&kubevirt::vmi_resource(), Some(kubevirt::NAME_LABEL));
+    let ops = ops.watches_with(vmis, kubevirt::vmi_resource(), labelled, ops_of);
+    w.start(ops, reconcile)
 }
 
 /// Reconciles one operation. It reads the operation afresh first, so a Start or Stop is never

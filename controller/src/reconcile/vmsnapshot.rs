@@ -10,7 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
@@ -19,6 +21,7 @@ use tracing::{info, instrument, warn};
 use super::Context;
 use super::report::write_status;
 use super::vdsnapshot::CONSISTENT_ANNOTATION;
+use super::wiring::Wiring;
 use crate::apis::VOLUME_SNAPSHOTS;
 use crate::conditions::{self, BLOCK_DEVICES_READY, Builder, READY, VIRTUAL_MACHINE_READY, reason};
 use crate::resources::{
@@ -146,6 +149,16 @@ fn disk_snapshot(
 /// or its guest is not running (409).
 fn nothing_to_thaw(e: &Error) -> bool {
     matches!(e, Error::Kube(kube::Error::Api(s)) if s.code == 404 || s.code == 409)
+}
+
+/// The VirtualMachineSnapshot controller: VM snapshots and the disk snapshots they own. Sets
+/// [`Context::vm_snapshots`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualMachineSnapshot>(None);
+    let (children, all_children) = w.watch::<VirtualDiskSnapshot>(None);
+    let vm_snapshots = Controller::new(api, all).owns(children, all_children);
+    let _ = w.ctx().vm_snapshots.set(vm_snapshots.store());
+    w.start(vm_snapshots, reconcile)
 }
 
 /// Reconciles one VM snapshot.
