@@ -5,8 +5,8 @@
 //! rewriter). Without one of them `/readyz` answers 503 and names it. Optional: the CSI
 //! snapshot API (`snapshot.storage.k8s.io` VolumeSnapshots, installed with a snapshot
 //! controller). Without it everything runs but snapshots, which wait with the condition reason
-//! [`NOT_SERVED_REASON`], and carry on once the CRDs are applied: [`follow`] asks discovery
-//! again every few seconds while something is missing.
+//! `SnapshotAPINotServed`, and carry on once the CRDs are applied:
+//! [`follow`] asks discovery again every few seconds while something is missing.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -77,9 +77,6 @@ pub const VOLUME_SNAPSHOTS: ApiName = ApiName {
     version: "v1",
     resource: "volumesnapshots",
 };
-
-/// The condition reason of a snapshot that waits for [`VOLUME_SNAPSHOTS`] to be served.
-pub const NOT_SERVED_REASON: &str = "SnapshotAPINotServed";
 
 const OWN: &str = "the controller's CRDs (controller/crds)";
 const KUBEVIRT: &str = "KubeVirt's CRDs (stored renamed, served through the rewriter)";

@@ -7,7 +7,7 @@
 
 pub mod apis;
 pub mod client;
-pub mod conditions;
+pub(crate) mod conditions;
 pub mod datapod;
 pub mod health;
 pub mod kubevirt;

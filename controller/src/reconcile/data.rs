@@ -9,6 +9,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use tracing::info;
 
 use super::{Context, is_not_found};
+use crate::conditions::reason;
 use crate::datapod::{self, Job, RegistryAuth, Source, State};
 use crate::resources::{
     DataSource, DataSourceType, DiskPhase, ImagePhase, ImageStorage, ObjectRefKind, VirtualDisk, VirtualImage,
@@ -40,7 +41,7 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
             .map(|s| {
                 base64::engine::general_purpose::STANDARD
                     .decode(s.trim())
-                    .map_err(|e| not_ready("InvalidCABundle", format!("{field} is not base64: {e}")))
+                    .map_err(|e| not_ready(reason::INVALID_CA_BUNDLE, format!("{field} is not base64: {e}")))
             })
             .transpose()
     };
@@ -48,7 +49,7 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
         DataSourceType::Http => {
             let Some(http) = &ds.http else {
                 return Ok(Err(not_ready(
-                    "InvalidDataSource",
+                    reason::INVALID_DATA_SOURCE,
                     "spec.dataSource.http is missing",
                 )));
             };
@@ -67,7 +68,7 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
         DataSourceType::ContainerImage => {
             let Some(ci) = &ds.container_image else {
                 return Ok(Err(not_ready(
-                    "InvalidDataSource",
+                    reason::INVALID_DATA_SOURCE,
                     "spec.dataSource.containerImage is missing",
                 )));
             };
@@ -81,7 +82,7 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
                     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
                     if secrets.get_metadata_opt(&s.name).await?.is_none() {
                         return Ok(Err(not_ready(
-                            "ImagePullSecretNotFound",
+                            reason::IMAGE_PULL_SECRET_NOT_FOUND,
                             format!("the image pull Secret {} is not in namespace {ns}", s.name),
                         )));
                     }
@@ -97,7 +98,7 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
         DataSourceType::ObjectRef => {
             let Some(r) = &ds.object_ref else {
                 return Ok(Err(not_ready(
-                    "InvalidDataSource",
+                    reason::INVALID_DATA_SOURCE,
                     "spec.dataSource.objectRef is missing",
                 )));
             };
@@ -106,7 +107,7 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
                     let images: Api<VirtualImage> = Api::namespaced(ctx.client.clone(), ns);
                     let Some(vi) = images.get_opt(&r.name).await? else {
                         return Ok(Err(not_ready(
-                            "VirtualImageNotFound",
+                            reason::VIRTUAL_IMAGE_NOT_FOUND,
                             format!("VirtualImage {} not found in namespace {ns}", r.name),
                         )));
                     };
@@ -121,7 +122,7 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
                                     ca: None,
                                 }),
                                 None => Err(not_ready(
-                                    "VirtualImageNotReady",
+                                    reason::VIRTUAL_IMAGE_NOT_READY,
                                     format!("VirtualImage {} has no registryURL", r.name),
                                 )),
                             }
@@ -130,13 +131,13 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
                             match target.persistent_volume_claim_name {
                                 Some(claim) => Ok(Source::Claim(claim)),
                                 None => Err(not_ready(
-                                    "VirtualImageNotReady",
+                                    reason::VIRTUAL_IMAGE_NOT_READY,
                                     format!("VirtualImage {} has no claim", r.name),
                                 )),
                             }
                         }
                         (phase, _) => Err(not_ready(
-                            "VirtualImageNotReady",
+                            reason::VIRTUAL_IMAGE_NOT_READY,
                             format!(
                                 "VirtualImage {} is {}",
                                 r.name,
@@ -149,7 +150,7 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
                     let disks: Api<VirtualDisk> = Api::namespaced(ctx.client.clone(), ns);
                     let Some(vd) = disks.get_opt(&r.name).await? else {
                         return Ok(Err(not_ready(
-                            "VirtualDiskNotFound",
+                            reason::VIRTUAL_DISK_NOT_FOUND,
                             format!("VirtualDisk {} not found in namespace {ns}", r.name),
                         )));
                     };
@@ -157,7 +158,7 @@ pub async fn resolve(ds: &DataSource, ns: &str, ctx: &Context) -> Result<Result<
                     match (st.phase, st.target.and_then(|t| t.persistent_volume_claim_name)) {
                         (Some(DiskPhase::Ready), Some(claim)) => Ok(Source::Claim(claim)),
                         (phase, _) => Err(not_ready(
-                            "VirtualDiskNotReady",
+                            reason::VIRTUAL_DISK_NOT_READY,
                             format!(
                                 "VirtualDisk {} is {}",
                                 r.name,

@@ -1,7 +1,9 @@
-//! The reconcilers ([`vm`], [`vmop`], [`vd`], [`vi`], [`pool`], [`vdsnapshot`], [`vmsnapshot`],
-//! [`vmbda`]), what they share (the [`Context`], the error policy, conflict retries, finalizer
-//! patches, [`data`] Pods, [`report`]) and [`run`], which runs the controllers until a shutdown
-//! signal.
+//! One module per kind ([`vm`], [`vmop`], [`vd`], [`vi`], [`pool`], [`vdsnapshot`],
+//! [`vmsnapshot`], [`vmbda`]), each owning its controller (its watches and owned kinds, built
+//! through the shared `wiring`) and its reconcile; what they share (the [`Context`], the error
+//! policy, conflict retries, finalizer patches, [`data`] Pods, [`report`]); and [`run`], which
+//! only starts the controllers and joins them. Readiness (`ready`), the optional-API watches
+//! and the tasks beside the controllers are in `wiring`, not in any kind's module.
 
 pub mod data;
 pub mod pool;
@@ -15,6 +17,7 @@ pub mod vm;
 pub mod vmbda;
 pub mod vmop;
 pub mod vmsnapshot;
+mod wiring;
 
 pub use run::run;
 

@@ -10,15 +10,18 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use tracing::{info, instrument};
 
+use super::wiring::Wiring;
 use super::{Context, is_not_found, retry_on_conflict};
-use crate::conditions::{condition, now};
+use crate::conditions::{READY, condition, now, reason};
 use crate::resources::{
     BlockDeviceKind, ScaleDownPolicy, VirtualDisk, VirtualMachine, VirtualMachinePool,
     VirtualMachinePoolStatus, VmPhase, controller_reference,
@@ -28,8 +31,6 @@ use crate::{Error, Result};
 /// The label on a pool's VMs and disks naming the pool; the pool's selector and the child
 /// watches select on it.
 pub const POOL_LABEL: &str = "virtualization.deckhouse.io/pool";
-/// Condition: every VM the pool should have is `Running`.
-pub const READY: &str = "Ready";
 
 /// The name of VM `index` of pool `pool`.
 pub fn vm_name(pool: &str, index: u32) -> String {
@@ -287,9 +288,9 @@ pub(crate) fn status(pool: &VirtualMachinePool, plan: &Plan, now: &str) -> Virtu
     let ready = plan.ready_replicas == wanted;
     let message = format!("{} of {wanted} VMs running", plan.ready_replicas);
     let reason = if ready {
-        "AllReplicasReady"
+        reason::ALL_REPLICAS_READY
     } else {
-        "ReplicasNotReady"
+        reason::REPLICAS_NOT_READY
     };
     VirtualMachinePoolStatus {
         replicas: plan.replicas,
@@ -306,6 +307,17 @@ pub(crate) fn status(pool: &VirtualMachinePool, plan: &Plan, now: &str) -> Virtu
             now,
         )],
     }
+}
+
+/// The VirtualMachinePool controller: pools, and their VMs and disks (by [`POOL_LABEL`]), whose
+/// changes and deletions bring the pool back.
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualMachinePool>(None);
+    let (vms, of_pool) = w.watch::<VirtualMachine>(Some(POOL_LABEL));
+    let pools = Controller::new(api, all).owns(vms, of_pool);
+    let (disks, of_pool) = w.watch::<VirtualDisk>(Some(POOL_LABEL));
+    let pools = pools.owns(disks, of_pool);
+    w.start(pools, reconcile)
 }
 
 /// Reconciles one pool, again from a fresh copy when a write meets a conflict.

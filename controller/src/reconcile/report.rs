@@ -3,8 +3,7 @@
 //! the data source's readiness and what the data Pod reports.
 
 use super::data::NotReady;
-use super::vi::{DATASOURCE_READY, READY};
-use crate::conditions::condition;
+use crate::conditions::{Builder, DATASOURCE_READY, READY, reason};
 use crate::datapod::{Job, Source, State};
 use crate::resources::Condition;
 use crate::resources::data_source::{DownloadSpeed, ImageUploadUrls, speed_text};
@@ -49,16 +48,14 @@ pub fn report(
     generation: Option<i64>,
     now: &str,
 ) -> Report {
-    let cond = |type_: &str, ok: bool, reason: &str, message: String| {
-        condition(old, type_, ok, reason, message, generation, now)
-    };
+    let cond = Builder::new(old, generation, now);
     let job = match source {
         Err(nr) => {
             return Report {
                 stage: Stage::Pending,
                 conditions: vec![
-                    cond(DATASOURCE_READY, false, nr.reason, nr.message.clone()),
-                    cond(READY, false, "Pending", "waiting for the data source".into()),
+                    cond.make(DATASOURCE_READY, false, nr.reason, nr.message.clone()),
+                    cond.make(READY, false, reason::PENDING, "waiting for the data source"),
                 ],
                 progress: None,
                 upload_urls: None,
@@ -70,11 +67,11 @@ pub fn report(
     let upload = job.source == Source::Upload;
     let mut r = Report {
         stage: Stage::Provisioning,
-        conditions: vec![cond(
+        conditions: vec![cond.make(
             DATASOURCE_READY,
             true,
-            "DatasourceReady",
-            "the data source is ready".into(),
+            reason::DATASOURCE_READY,
+            "the data source is ready",
         )],
         progress: None,
         upload_urls: upload.then(|| ImageUploadUrls {
@@ -90,25 +87,25 @@ pub fn report(
             } else {
                 "the importer is starting"
             };
-            cond(READY, false, "Provisioning", what.into())
+            cond.make(READY, false, reason::PROVISIONING, what)
         }
         State::Running if upload => {
             r.stage = Stage::WaitForUserUpload;
             let url = job.upload_url().unwrap_or_default();
-            cond(
+            cond.make(
                 READY,
                 false,
-                "WaitForUserUpload",
+                reason::WAIT_FOR_USER_UPLOAD,
                 format!("upload the image: curl -T IMAGE {url}"),
             )
         }
         State::Running => {
             r.progress = Some("0%".into());
-            cond(READY, false, "Provisioning", "importing".into())
+            cond.make(READY, false, reason::PROVISIONING, "importing")
         }
         State::Failed(why) => {
             r.stage = Stage::Failed;
-            cond(READY, false, "ProvisioningFailed", why.clone())
+            cond.make(READY, false, reason::PROVISIONING_FAILED, why.clone())
         }
         State::Succeeded(m) => {
             r.progress = Some("100%".into());
@@ -118,7 +115,7 @@ pub fn report(
                 avg_bytes: Some(s.to_string()),
             });
             r.stage = Stage::Done(m.clone());
-            cond(READY, true, "Ready", "imported".into())
+            cond.make(READY, true, reason::READY, "imported")
         }
     };
     r.conditions.push(ready);

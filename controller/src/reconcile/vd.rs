@@ -5,8 +5,10 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, PatchParams, PostParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
@@ -14,9 +16,9 @@ use tracing::{info, instrument};
 
 use super::data::{self, NotReady};
 use super::report::{Stage, report, same_status};
-use super::vi::READY;
+use super::wiring::Wiring;
 use super::{Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch};
-use crate::conditions::{self, condition};
+use crate::conditions::{self, READY, condition, reason};
 use crate::datapod::{Destination, Job, Owner, State};
 use crate::resources::{DiskPhase, DiskTarget, VirtualDisk, VirtualDiskStatus, controller_reference};
 use crate::{Error, Result};
@@ -118,7 +120,7 @@ pub fn data_status(
                     &old.conditions,
                     READY,
                     true,
-                    "Ready",
+                    reason::READY,
                     format!("filled with a {format} disk"),
                     None,
                     now,
@@ -128,7 +130,7 @@ pub fn data_status(
                     &old.conditions,
                     READY,
                     false,
-                    "WaitForClaim",
+                    reason::WAIT_FOR_CLAIM,
                     "filled; waiting for the claim to be bound",
                     None,
                     now,
@@ -138,6 +140,19 @@ pub fn data_status(
         }
     });
     st
+}
+
+/// The VirtualDisk controller: disks, their claims (by [`DISK_LABEL`]) and their data Pods.
+/// Sets [`Context::disks`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualDisk>(None);
+    let (claims, by_disk) = w.watch::<PersistentVolumeClaim>(Some(DISK_LABEL));
+    let (pods, data_pods) = w.watch::<Pod>(Some(crate::datapod::DATA_LABEL));
+    let disks = Controller::new(api, all)
+        .owns(claims, by_disk)
+        .owns(pods, data_pods);
+    let _ = w.ctx().disks.set(disks.store());
+    w.start(disks, reconcile)
 }
 
 /// Reconciles one disk.

@@ -3,7 +3,7 @@
 //! snapshot); `Ready` when the storage reports it ready to use, `Failed` when it reports an error
 //! or is not ready within the ready timeout of its creation. While the cluster does not serve
 //! VolumeSnapshots (an optional API, [`crate::apis`]) the snapshot waits, `Pending` with the
-//! reason [`NOT_SERVED_REASON`], and is taken once it does.
+//! reason `SnapshotAPINotServed`, and is taken once it does.
 //!
 //! Consistency: a disk in use by a running VM cannot be taken consistently on its own. A
 //! snapshot of a `VirtualMachineSnapshot` leaves that to it (it froze the guest, and says so
@@ -13,7 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
@@ -21,8 +23,9 @@ use tracing::{info, instrument};
 
 use super::Context;
 use super::report::write_status;
-use crate::apis::{NOT_SERVED_REASON, VOLUME_SNAPSHOTS};
-use crate::conditions::{self, condition};
+use super::wiring::Wiring;
+use crate::apis::VOLUME_SNAPSHOTS;
+use crate::conditions::{self, Builder, READY, VIRTUAL_DISK_READY, reason};
 use crate::resources::{
     BlockDeviceKind, Condition, DiskPhase, SnapshotPhase, VirtualDisk, VirtualDiskSnapshot,
     VirtualDiskSnapshotStatus, VirtualMachine, VmPhase, controller_reference,
@@ -32,10 +35,6 @@ use crate::{Error, Result};
 /// Set by a `VirtualMachineSnapshot` on the disk snapshots it creates: whether the guest was
 /// frozen (or the VM stopped), so the disk is taken consistently.
 pub const CONSISTENT_ANNOTATION: &str = "virtualization.deckhouse.io/consistent";
-/// The condition on the disk's readiness.
-pub const VIRTUAL_DISK_READY: &str = "VirtualDiskReady";
-/// The condition on the snapshot's readiness.
-pub const READY: &str = "Ready";
 
 /// `snapshot.storage.k8s.io/v1` `VolumeSnapshot`.
 pub fn volume_snapshot_resource() -> ApiResource {
@@ -95,7 +94,7 @@ pub fn readiness(vds: &VirtualDiskSnapshot, disk: Option<&VirtualDisk>, vms: &[V
     let Some(disk) = disk else {
         return wait(
             false,
-            "VirtualDiskNotFound",
+            reason::VIRTUAL_DISK_NOT_FOUND,
             format!("VirtualDisk {name} not found"),
         );
     };
@@ -104,7 +103,7 @@ pub fn readiness(vds: &VirtualDiskSnapshot, disk: Option<&VirtualDisk>, vms: &[V
     let (Some(DiskPhase::Ready), Some(claim)) = (st.phase, claim) else {
         return wait(
             false,
-            "VirtualDiskNotReady",
+            reason::VIRTUAL_DISK_NOT_READY,
             format!(
                 "VirtualDisk {name} is {:?}, not Ready",
                 st.phase.unwrap_or(DiskPhase::Pending)
@@ -130,7 +129,7 @@ pub fn readiness(vds: &VirtualDiskSnapshot, disk: Option<&VirtualDisk>, vms: &[V
     match running {
         Some(vm) if vds.spec.required_consistency => wait(
             true,
-            "PotentiallyInconsistent",
+            reason::POTENTIALLY_INCONSISTENT,
             format!(
                 "VirtualDisk {name} is in use by VirtualMachine {}, which is not stopped: take a VirtualMachineSnapshot of it (which freezes the guest), stop it, or set requiredConsistency to false",
                 vm.name_any()
@@ -182,8 +181,7 @@ pub fn status(
     now: &str,
 ) -> VirtualDiskSnapshotStatus {
     let oc = &old.conditions;
-    let cond =
-        |t: &str, ok: bool, reason: &str, msg: String| condition(oc, t, ok, reason, msg, generation, now);
+    let cond = Builder::new(oc, generation, now);
     let mut new = VirtualDiskSnapshotStatus {
         observed_generation: generation,
         ..old.clone()
@@ -198,11 +196,11 @@ pub fn status(
             None,
         ) => {
             let disk = if *disk_ready {
-                cond(VIRTUAL_DISK_READY, true, "Ready", "the disk is ready".into())
+                cond.make(VIRTUAL_DISK_READY, true, reason::READY, "the disk is ready")
             } else {
-                cond(VIRTUAL_DISK_READY, false, reason, message.clone())
+                cond.make(VIRTUAL_DISK_READY, false, reason, message.clone())
             };
-            let ready = cond(READY, false, reason, message.clone());
+            let ready = cond.make(READY, false, reason, message.clone());
             (SnapshotPhase::Pending, vec![disk, ready])
         }
         (readiness, taken) => {
@@ -210,41 +208,41 @@ pub fn status(
                 new.consistent = Some(*consistent);
             }
             new.volume_snapshot_name = Some(name.to_owned());
-            let disk = cond(VIRTUAL_DISK_READY, true, "Ready", "the disk is ready".into());
+            let disk = cond.make(VIRTUAL_DISK_READY, true, reason::READY, "the disk is ready");
             let ready = match taken {
                 Some(Taken::Ready) => (
                     SnapshotPhase::Ready,
-                    cond(
+                    cond.make(
                         READY,
                         true,
-                        "Ready",
+                        reason::READY,
                         format!("VolumeSnapshot {name} is ready to use"),
                     ),
                 ),
                 Some(Taken::Error(m)) => (
                     SnapshotPhase::Failed,
-                    cond(
+                    cond.make(
                         READY,
                         false,
-                        "VolumeSnapshotFailed",
+                        reason::VOLUME_SNAPSHOT_FAILED,
                         format!("VolumeSnapshot {name}: {m}"),
                     ),
                 ),
                 _ if overdue => (
                     SnapshotPhase::Failed,
-                    cond(
+                    cond.make(
                         READY,
                         false,
-                        "VolumeSnapshotNotReady",
+                        reason::VOLUME_SNAPSHOT_NOT_READY,
                         format!("VolumeSnapshot {name} was not ready to use within the ready timeout"),
                     ),
                 ),
                 _ => (
                     SnapshotPhase::InProgress,
-                    cond(
+                    cond.make(
                         READY,
                         false,
-                        "Snapshotting",
+                        reason::SNAPSHOTTING,
                         format!("waiting for VolumeSnapshot {name} to be ready to use"),
                     ),
                 ),
@@ -258,12 +256,12 @@ pub fn status(
 }
 
 /// What `readiness` becomes while [`VOLUME_SNAPSHOTS`] is not served: a snapshot that could be
-/// taken waits, with the reason [`NOT_SERVED_REASON`] and a message naming the API.
+/// taken waits, with the reason `SnapshotAPINotServed` and a message naming the API.
 pub fn api_not_served(readiness: Readiness) -> Readiness {
     match readiness {
         Readiness::Take { .. } => Readiness::Wait {
             disk_ready: true,
-            reason: NOT_SERVED_REASON,
+            reason: reason::SNAPSHOT_API_NOT_SERVED,
             message: not_served_message(),
         },
         wait => wait,
@@ -286,6 +284,18 @@ fn remaining(
     let age = k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
     let age = Duration::try_from(age).unwrap_or_default();
     timeout.saturating_sub(age)
+}
+
+/// The VirtualDiskSnapshot controller: disk snapshots and their VolumeSnapshots, watched while
+/// the cluster serves them ([`VOLUME_SNAPSHOTS`], an optional API); meanwhile the disk
+/// snapshots wait and say why. Sets [`Context::disk_snapshots`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualDiskSnapshot>(None);
+    let volume_snapshots = w.watch_while_served(VOLUME_SNAPSHOTS, &volume_snapshot_resource());
+    let disk_snapshots =
+        Controller::new(api, all).owns_stream_with(volume_snapshots, volume_snapshot_resource());
+    let _ = w.ctx().disk_snapshots.set(disk_snapshots.store());
+    w.start(disk_snapshots, reconcile)
 }
 
 /// Reconciles one disk snapshot.
@@ -463,7 +473,7 @@ mod tests {
         let ready = crate::conditions::find(&st.conditions, READY).expect("Ready");
         assert_eq!(
             (ready.status.as_str(), ready.reason.as_str()),
-            ("False", NOT_SERVED_REASON)
+            ("False", reason::SNAPSHOT_API_NOT_SERVED)
         );
         assert!(
             ready

@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PatchParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
@@ -11,8 +14,9 @@ use tracing::{info, instrument};
 
 use super::data::{self, NotReady};
 use super::report::{Stage, report, same_status};
+use super::wiring::Wiring;
 use super::{Context, add_finalizer_patch, json_patch, remove_finalizer_patch};
-use crate::conditions::{self, condition};
+use crate::conditions::{self, READY, condition, reason};
 use crate::datapod::{self, Destination, Job, Owner, Source, State};
 use crate::resources::data_source::size_text;
 use crate::resources::{ImagePhase, ImageSize, ImageStorage, ImageTarget, VirtualImage, VirtualImageStatus};
@@ -20,10 +24,6 @@ use crate::{Error, Result};
 
 /// The finalizer the controller keeps on an image until its DVCR image is deleted.
 pub const FINALIZER: &str = "virtualization.deckhouse.io/vi-cleanup";
-/// The condition saying whether the data source can be read.
-pub const DATASOURCE_READY: &str = "DatasourceReady";
-/// The condition saying whether the image can be used.
-pub const READY: &str = "Ready";
 
 /// The status for `state` of `job`'s Pod (`Err`: the data source is not ready).
 pub fn status(
@@ -74,7 +74,7 @@ pub fn status(
                 &old.conditions,
                 READY,
                 true,
-                "Ready",
+                reason::READY,
                 format!("a {format} image of {}", size_text(unpacked)),
                 generation,
                 now,
@@ -91,6 +91,15 @@ async fn write_status(api: &Api<VirtualImage>, name: &str, new: &VirtualImageSta
     api.patch_status(name, &PatchParams::default(), &json_patch(patch)?)
         .await?;
     Ok(())
+}
+
+/// The VirtualImage controller: images and their data Pods. Sets [`Context::images`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualImage>(None);
+    let (pods, data_pods) = w.watch::<Pod>(Some(datapod::DATA_LABEL));
+    let images = Controller::new(api, all).owns(pods, data_pods);
+    let _ = w.ctx().images.set(images.store());
+    w.start(images, reconcile)
 }
 
 /// Reconciles one image.
@@ -125,7 +134,7 @@ pub async fn reconcile(vi: Arc<VirtualImage>, ctx: Arc<Context>) -> Result<Actio
     }
     let Some(dvcr) = ctx.data.dvcr_address.clone() else {
         let nr = NotReady {
-            reason: "DVCRNotConfigured",
+            reason: reason::DVCR_NOT_CONFIGURED,
             message: "the controller runs without DVCR (--dvcr-address): images cannot be imported".into(),
         };
         let new = status(
@@ -192,7 +201,7 @@ pub async fn reconcile(vi: Arc<VirtualImage>, ctx: Arc<Context>) -> Result<Actio
             &old.conditions,
             READY,
             false,
-            "Provisioning",
+            reason::PROVISIONING,
             "copying the image into its claim",
             vi.meta().generation,
             &conditions::now(),

@@ -5,17 +5,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, DeleteParams, DynamicObject, PatchParams, PostParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::Value;
 use tracing::{info, instrument};
 
+use super::wiring::Wiring;
 use super::{
     Context, add_finalizer_patch, is_not_found, json_patch, remove_finalizer_patch, retry_on_conflict,
     send_requests,
 };
-use crate::conditions::{condition, now};
+use crate::conditions::{
+    AWAITING_RESTART_TO_APPLY_CONFIGURATION, BLOCK_DEVICES_READY, CLASS_READY, CONFIGURATION_APPLIED,
+    RUNNING, condition, now, reason,
+};
 use crate::kubevirt;
 use crate::kubevirt::{BlockDevice, Dependencies};
 use crate::resources::{
@@ -26,16 +33,6 @@ use crate::{Error, Result};
 
 /// The finalizer the controller keeps on a VM until its KubeVirt VM and instance are gone.
 pub const FINALIZER: &str = "virtualization.deckhouse.io/vm-cleanup";
-/// Condition: the VM's instance is running.
-pub const RUNNING: &str = "Running";
-/// Condition: the spec is rendered into the KubeVirt VM and, when running, into the instance.
-pub const CONFIGURATION_APPLIED: &str = "ConfigurationApplied";
-/// Condition: the spec is in the KubeVirt VM, but the running instance needs a restart.
-pub const AWAITING_RESTART: &str = "AwaitingRestartToApplyConfiguration";
-/// Condition: the VM's class exists and allows its spec (set when the VM names a class).
-pub const CLASS_READY: &str = "ClassReady";
-/// Condition: every block device is ready (set when the VM has block devices).
-pub const BLOCK_DEVICES_READY: &str = "BlockDevicesReady";
 
 /// A check of what a VM depends on, as a condition: (type, met, reason, message).
 type Check = (&'static str, bool, &'static str, String);
@@ -51,17 +48,17 @@ async fn dependencies(vm: &VirtualMachine, ctx: &Context, ns: &str) -> Result<(D
             None => (
                 CLASS_READY,
                 false,
-                "VirtualMachineClassNotFound",
+                reason::VIRTUAL_MACHINE_CLASS_NOT_FOUND,
                 format!("VirtualMachineClass {class_name} not found"),
             ),
             Some(class) => match kubevirt::validate_class(&vm.spec, class_name, &class.spec) {
-                Err(problem) => (CLASS_READY, false, "NotAllowedByClass", problem),
+                Err(problem) => (CLASS_READY, false, reason::NOT_ALLOWED_BY_CLASS, problem),
                 Ok(()) => {
                     deps.class = Some(class.spec);
                     (
                         CLASS_READY,
                         true,
-                        "VirtualMachineClassReady",
+                        reason::VIRTUAL_MACHINE_CLASS_READY,
                         format!("VirtualMachineClass {class_name} applies"),
                     )
                 }
@@ -134,19 +131,112 @@ async fn dependencies(vm: &VirtualMachine, ctx: &Context, ns: &str) -> Result<(D
             (
                 BLOCK_DEVICES_READY,
                 true,
-                "BlockDevicesReady",
+                reason::BLOCK_DEVICES_READY,
                 format!("{} block device(s) ready", deps.disks.len()),
             )
         } else {
             (
                 BLOCK_DEVICES_READY,
                 false,
-                "BlockDevicesNotReady",
+                reason::BLOCK_DEVICES_NOT_READY,
                 waiting.join("; "),
             )
         });
     }
     Ok((deps, checks))
+}
+
+/// The VirtualMachine controller: VMs, and what brings one back to [`reconcile`]: the disks,
+/// images and classes it names (found through the controller's own cache of VMs) and its
+/// KubeVirt VM and instance (by their name label and controller ownerReference). Sets
+/// [`Context::vms`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualMachine>(None);
+    let vms = Controller::new(api, all);
+    let vm_store = vms.store();
+    let _ = w.ctx().vms.set(vm_store.clone());
+    // The VMs of the namespace that name the block device `name` of `kind`.
+    let vms_naming = |kind: BlockDeviceKind| {
+        let store = vm_store.clone();
+        move |ns: Option<String>, name: String| {
+            store
+                .state()
+                .into_iter()
+                .filter(|vm| {
+                    vm.namespace() == ns
+                        && vm
+                            .spec
+                            .block_device_refs
+                            .iter()
+                            .any(|r| r.kind == kind && r.name == name)
+                })
+                .map(|vm| ObjectRef::from(vm.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let vms_of_disk = {
+        let naming = vms_naming(BlockDeviceKind::VirtualDisk);
+        move |d: VirtualDisk| naming(d.namespace(), d.name_any())
+    };
+    let vms_of_image = {
+        let naming = vms_naming(BlockDeviceKind::VirtualImage);
+        move |i: VirtualImage| naming(i.namespace(), i.name_any())
+    };
+    let vms_of_class = {
+        let store = vm_store.clone();
+        move |c: VirtualMachineClass| {
+            let name = c.name_any();
+            store
+                .state()
+                .into_iter()
+                .filter(|vm| vm.spec.virtual_machine_class_name.as_ref() == Some(&name))
+                .map(|vm| ObjectRef::from(vm.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let (disks, all) = w.watch::<VirtualDisk>(None);
+    let vms = vms.watches(disks, all, vms_of_disk);
+    let (images, all) = w.watch::<VirtualImage>(None);
+    let vms = vms.watches(images, all, vms_of_image);
+    let (classes, all) = w.watch::<VirtualMachineClass>(None);
+    let vms = vms.watches(classes, all, vms_of_class);
+    // KubeVirt objects are selected by KubeVirt's own label key, so the sidecar rewrites the
+    // selector on the way up and the labels in the stream on the way back.
+    let (kvvms, labelled) = w.watch_dynamic(&kubevirt::vm_resource(), Some(kubevirt::NAME_LABEL));
+    let vms = vms.watches_with(kvvms, kubevirt::vm_resource(), labelled, move |o| {
+        vm_of(o).into_iter().flatten()
+    });
+    let (vmis, labelled) = w.watch_dynamic(&kubevirt::vmi_resource(), Some(kubevirt::NAME_LABEL));
+    let vms = vms.watches_with(vmis, kubevirt::vmi_resource(), labelled, move |o| {
+        vm_of(o).into_iter().flatten()
+    });
+    w.start(vms, reconcile)
+}
+
+/// The VMs a KubeVirt object maps to: the one its name label names and the one that controls
+/// it (a label edited by hand still finds its VM).
+fn vm_of(o: DynamicObject) -> Option<Vec<ObjectRef<VirtualMachine>>> {
+    let ns = o.namespace()?;
+    let mut refs: Vec<ObjectRef<VirtualMachine>> = Vec::new();
+    let owner = o
+        .owner_references()
+        .iter()
+        .find(|r| {
+            r.controller == Some(true)
+                && r.kind == "VirtualMachine"
+                && r.api_version == format!("{}/{}", crate::resources::GROUP, crate::resources::VERSION)
+        })
+        .map(|r| r.name.clone());
+    for name in [o.labels().get(kubevirt::NAME_LABEL).cloned(), owner]
+        .into_iter()
+        .flatten()
+    {
+        let r = ObjectRef::new(&name).within(&ns);
+        if !refs.contains(&r) {
+            refs.push(r);
+        }
+    }
+    Some(refs)
 }
 
 /// Reconciles one VM, retrying at once on conflicts with a freshly read copy.
@@ -209,7 +299,7 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
                 &old.conditions,
                 CONFIGURATION_APPLIED,
                 false,
-                "InvalidSpec",
+                reason::INVALID_SPEC,
                 problem,
                 generation,
                 &now,
@@ -310,9 +400,9 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
         RUNNING,
         running,
         if running {
-            "VirtualMachineRunning"
+            reason::VIRTUAL_MACHINE_RUNNING
         } else {
-            "VirtualMachineNotRunning"
+            reason::VIRTUAL_MACHINE_NOT_RUNNING
         },
         instance_phase.map_or_else(
             || "no VirtualMachineInstance".to_owned(),
@@ -326,7 +416,7 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
             c,
             CONFIGURATION_APPLIED,
             true,
-            "ConfigurationApplied",
+            reason::CONFIGURATION_APPLIED,
             "the spec is applied",
             generation,
             &now,
@@ -340,16 +430,16 @@ async fn reconcile_once(vm: Arc<VirtualMachine>, ctx: &Context) -> Result<Action
             c,
             CONFIGURATION_APPLIED,
             false,
-            "RestartAwaitingChanges",
+            reason::RESTART_AWAITING_CHANGES,
             message.clone(),
             generation,
             &now,
         ));
         status.conditions.push(condition(
             c,
-            AWAITING_RESTART,
+            AWAITING_RESTART_TO_APPLY_CONFIGURATION,
             true,
-            "RestartAwaitingChanges",
+            reason::RESTART_AWAITING_CHANGES,
             message,
             generation,
             &now,

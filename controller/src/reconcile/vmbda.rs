@@ -7,15 +7,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, PatchParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::Value;
 use tracing::{info, instrument};
 
 use super::report::write_status;
+use super::wiring::Wiring;
 use super::{Context, add_finalizer_patch, json_patch, remove_finalizer_patch};
-use crate::conditions::{self, condition};
+use crate::conditions::{self, ATTACHED, BLOCK_DEVICE_READY, Builder, VIRTUAL_MACHINE_READY, reason};
 use crate::kubevirt::{disk_volume_name, vm_resource, vmi_resource};
 use crate::resources::{
     AttachmentPhase, BlockDeviceKind, DiskPhase, VirtualDisk, VirtualMachine,
@@ -26,12 +29,6 @@ use crate::{Error, Result};
 
 /// Kept on an attachment until its disk is unplugged.
 pub const FINALIZER: &str = "virtualization.deckhouse.io/vmbda-cleanup";
-/// The condition on the VM.
-pub const VIRTUAL_MACHINE_READY: &str = "VirtualMachineReady";
-/// The condition on the disk.
-pub const BLOCK_DEVICE_READY: &str = "BlockDeviceReady";
-/// The condition on the attachment.
-pub const ATTACHED: &str = "Attached";
 
 /// Where the volume is in KubeVirt's objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +87,7 @@ pub fn blocker(
     let Some(vm) = vm else {
         return Some((
             VIRTUAL_MACHINE_READY,
-            "VirtualMachineNotFound",
+            reason::VIRTUAL_MACHINE_NOT_FOUND,
             format!("VirtualMachine {vm_name} not found"),
             false,
         ));
@@ -103,7 +100,7 @@ pub fn blocker(
     {
         return Some((
             BLOCK_DEVICE_READY,
-            "Conflict",
+            reason::CONFLICT,
             format!("VirtualDisk {disk_name} is already in the blockDeviceRefs of VirtualMachine {vm_name}"),
             true,
         ));
@@ -112,7 +109,7 @@ pub fn blocker(
     if phase != Some(VmPhase::Running) {
         return Some((
             VIRTUAL_MACHINE_READY,
-            "VirtualMachineNotRunning",
+            reason::VIRTUAL_MACHINE_NOT_RUNNING,
             format!(
                 "VirtualMachine {vm_name} is {:?}: disks are hot-plugged into running VMs",
                 phase.unwrap_or(VmPhase::Pending)
@@ -125,9 +122,9 @@ pub fn blocker(
         p => Some((
             BLOCK_DEVICE_READY,
             if disk.is_none() {
-                "BlockDeviceNotFound"
+                reason::BLOCK_DEVICE_NOT_FOUND
             } else {
-                "BlockDeviceNotReady"
+                reason::BLOCK_DEVICE_NOT_READY
             },
             match p {
                 None if disk.is_none() => format!("VirtualDisk {disk_name} not found"),
@@ -162,6 +159,15 @@ pub fn conflict(
         .next()
 }
 
+/// The VirtualMachineBlockDeviceAttachment controller: attachments only; [`reconcile`] looks at
+/// the VM's instance on a timer while one moves. Sets [`Context::attachments`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualMachineBlockDeviceAttachment>(None);
+    let attachments = Controller::new(api, all);
+    let _ = w.ctx().attachments.set(attachments.store());
+    w.start(attachments, reconcile)
+}
+
 /// Reconciles one attachment.
 #[instrument(skip_all, fields(resource = "virtualmachineblockdeviceattachments.virtualization.deckhouse.io", namespace = vmbda.namespace().unwrap_or_default(), name = %vmbda.name_any()))]
 pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc<Context>) -> Result<Action> {
@@ -185,22 +191,20 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
     let old = vmbda.status.clone().unwrap_or_default();
     let now = conditions::now();
     let generation = vmbda.meta().generation;
-    let cond = |t: &str, ok: bool, reason: &str, msg: String| {
-        condition(&old.conditions, t, ok, reason, msg, generation, &now)
-    };
+    let cond = Builder::new(&old.conditions, generation, &now);
     // The VM runs and the disk is ready: what every attachment past `Pending` reports.
     let ready = || {
         [
-            cond(
+            cond.make(
                 VIRTUAL_MACHINE_READY,
                 true,
-                "Ready",
+                reason::READY,
                 format!("VirtualMachine {vm_name} is running"),
             ),
-            cond(
+            cond.make(
                 BLOCK_DEVICE_READY,
                 true,
-                "Ready",
+                reason::READY,
                 format!("VirtualDisk {disk_name} is ready"),
             ),
         ]
@@ -216,10 +220,10 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
         let attached_here = old.phase != Some(AttachmentPhase::Failed);
         if attached_here && where_ != Plugged::No {
             new.phase = Some(AttachmentPhase::Terminating);
-            new.conditions = vec![cond(
+            new.conditions = vec![cond.make(
                 ATTACHED,
                 false,
-                "Detaching",
+                reason::DETACHING,
                 format!("unplugging {volume} from VirtualMachine {vm_name}"),
             )];
             write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
@@ -264,8 +268,8 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
             );
             new.phase = Some(AttachmentPhase::Failed);
             new.conditions = vec![
-                cond(BLOCK_DEVICE_READY, false, "Conflict", msg.clone()),
-                cond(ATTACHED, false, "Conflict", msg),
+                cond.make(BLOCK_DEVICE_READY, false, reason::CONFLICT, msg.clone()),
+                cond.make(ATTACHED, false, reason::CONFLICT, msg),
             ];
             write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
             return Ok(Action::await_change());
@@ -277,10 +281,10 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
         new.conditions = vec![
             vm_ready,
             disk_ready,
-            cond(
+            cond.make(
                 ATTACHED,
                 true,
-                "Attached",
+                reason::ATTACHED,
                 format!("VirtualDisk {disk_name} is attached to VirtualMachine {vm_name}"),
             ),
         ];
@@ -296,8 +300,8 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
                 AttachmentPhase::Pending
             });
             new.conditions = vec![
-                cond(type_, false, reason, msg.clone()),
-                cond(ATTACHED, false, reason, msg),
+                cond.make(type_, false, reason, msg.clone()),
+                cond.make(ATTACHED, false, reason, msg),
             ];
             write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
             return Ok(if fatal {
@@ -337,10 +341,10 @@ pub async fn reconcile(vmbda: Arc<VirtualMachineBlockDeviceAttachment>, ctx: Arc
     new.conditions = vec![
         vm_ready,
         disk_ready,
-        cond(
+        cond.make(
             ATTACHED,
             false,
-            "AttachmentRequested",
+            reason::ATTACHMENT_REQUESTED,
             format!("waiting for VirtualMachine {vm_name} to report {volume} ready"),
         ),
     ];

@@ -5,23 +5,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 use tracing::{info, instrument};
 
+use super::wiring::Wiring;
 use super::{Context, send_requests};
-use crate::conditions::{condition, now};
+use crate::conditions::{COMPLETED, condition, now, reason};
 use crate::kubevirt;
 use crate::resources::{
     OperationPhase, OperationType, RunPolicy, VirtualMachine, VirtualMachineOperation,
     VirtualMachineOperationStatus,
 };
 use crate::{Error, Result};
-
-/// Condition: whether the operation is done, and why not.
-pub const COMPLETED: &str = "Completed";
 
 /// What to do with an operation, decided from the operation, the VM's run policy and its
 /// instance (pure; see [`decide`]).
@@ -71,26 +72,26 @@ pub fn decide(
             if forbidden {
                 return Step::Finish(
                     Failed,
-                    "NotAllowedByRunPolicy",
+                    reason::NOT_ALLOWED_BY_RUN_POLICY,
                     format!("{t:?} is not allowed for runPolicy {policy:?}"),
                 );
             }
             match (t, vmi) {
                 (Start, Some(i)) if i.running => Step::Finish(
                     Completed,
-                    "OperationCompleted",
+                    reason::OPERATION_COMPLETED,
                     "the VirtualMachine is already running".into(),
                 ),
                 (Start, _) => Step::Send(vec![kubevirt::start_request()], None),
                 (Stop, None) => Step::Finish(
                     Completed,
-                    "OperationCompleted",
+                    reason::OPERATION_COMPLETED,
                     "the VirtualMachine is already stopped".into(),
                 ),
                 (Stop, Some(i)) => Step::Send(vec![kubevirt::stop_request(Some(i.uid))], None),
                 (Restart, None) => Step::Finish(
                     Failed,
-                    "VirtualMachineNotRunning",
+                    reason::VIRTUAL_MACHINE_NOT_RUNNING,
                     "a stopped VirtualMachine cannot be restarted".into(),
                 ),
                 (Restart, Some(i)) => Step::Send(
@@ -100,7 +101,7 @@ pub fn decide(
                 (Migrate, Some(i)) if i.running => Step::Migrate,
                 (Migrate, _) => Step::Finish(
                     Failed,
-                    "VirtualMachineNotRunning",
+                    reason::VIRTUAL_MACHINE_NOT_RUNNING,
                     "only a running VirtualMachine can be migrated".into(),
                 ),
             }
@@ -108,13 +109,15 @@ pub fn decide(
         InProgress if t == Migrate => match vmi.map(|i| i.migration) {
             None => Step::Finish(
                 Failed,
-                "VirtualMachineNotRunning",
+                reason::VIRTUAL_MACHINE_NOT_RUNNING,
                 "the VirtualMachine stopped during the migration".into(),
             ),
-            Some(Some("Succeeded")) => Step::Finish(Completed, "OperationCompleted", "Migrate done".into()),
+            Some(Some("Succeeded")) => {
+                Step::Finish(Completed, reason::OPERATION_COMPLETED, "Migrate done".into())
+            }
             Some(Some("Failed")) => Step::Finish(
                 Failed,
-                "MigrationFailed",
+                reason::MIGRATION_FAILED,
                 "KubeVirt reports the migration failed".into(),
             ),
             Some(_) => Step::Wait("waiting for the migration"),
@@ -127,7 +130,7 @@ pub fn decide(
                 _ => false,
             };
             if done {
-                Step::Finish(Completed, "OperationCompleted", format!("{t:?} done"))
+                Step::Finish(Completed, reason::OPERATION_COMPLETED, format!("{t:?} done"))
             } else {
                 Step::Wait(match t {
                     Start => "waiting for the VirtualMachine to run",
@@ -146,6 +149,36 @@ pub fn decide(
 /// kube-apiserver restart) makes an instance that KubeVirt deletes again.
 pub fn strategy_applied(kubevirt_run_strategy: Option<&str>, policy: RunPolicy) -> bool {
     kubevirt_run_strategy == Some(kubevirt::run_strategy(policy))
+}
+
+/// The VirtualMachineOperation controller: operations, brought back to [`reconcile`] by their
+/// VM's KubeVirt VM and instance (by the name label) while they are not finished.
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualMachineOperation>(None);
+    let ops = Controller::new(api, all);
+    let op_store = ops.store();
+    let ops_of = move |o: DynamicObject| {
+        let ns = o.namespace();
+        let name = o.labels().get(kubevirt::NAME_LABEL).cloned();
+        op_store
+            .state()
+            .into_iter()
+            .filter(|op| {
+                op.namespace() == ns
+                    && Some(&op.spec.virtual_machine_name) == name.as_ref()
+                    && !matches!(
+                        op.status.as_ref().and_then(|s| s.phase),
+                        Some(OperationPhase::Completed | OperationPhase::Failed)
+                    )
+            })
+            .map(|op| ObjectRef::from(op.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let (kvvms, labelled) = w.watch_dynamic(&kubevirt::vm_resource(), Some(kubevirt::NAME_LABEL));
+    let ops = ops.watches_with(kvvms, kubevirt::vm_resource(), labelled, ops_of.clone());
+    let (vmis, labelled) = w.watch_dynamic(&kubevirt::vmi_resource(), Some(kubevirt::NAME_LABEL));
+    let ops = ops.watches_with(vmis, kubevirt::vmi_resource(), labelled, ops_of);
+    w.start(ops, reconcile)
 }
 
 /// Reconciles one operation. It reads the operation afresh first, so a Start or Stop is never
@@ -172,7 +205,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
             &ops,
             &op,
             OperationPhase::Failed,
-            "VirtualMachineNotFound",
+            reason::VIRTUAL_MACHINE_NOT_FOUND,
             message,
         )
         .await?;
@@ -185,7 +218,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
             &ops,
             &op,
             OperationPhase::Pending,
-            "KubeVirtVMNotFound",
+            reason::KUBE_VIRT_VM_NOT_FOUND,
             false,
             "waiting for the KubeVirt VM".into(),
             None,
@@ -225,7 +258,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
                 &ops,
                 &op,
                 OperationPhase::Pending,
-                "RunPolicyNotApplied",
+                reason::RUN_POLICY_NOT_APPLIED,
                 false,
                 format!(
                     "waiting for the KubeVirt VM to take runPolicy {:?}",
@@ -242,7 +275,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
                 &ops,
                 &op,
                 OperationPhase::InProgress,
-                "SignalSent",
+                reason::SIGNAL_SENT,
                 false,
                 format!("{:?} sent", op.spec.type_),
                 stopped,
@@ -263,7 +296,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
                 &ops,
                 &op,
                 OperationPhase::InProgress,
-                "MigrationCreated",
+                reason::MIGRATION_CREATED,
                 false,
                 format!("VirtualMachineInstanceMigration {} created", m.name_any()),
                 None,
@@ -276,7 +309,7 @@ pub async fn reconcile(op: Arc<VirtualMachineOperation>, ctx: Arc<Context>) -> R
                 &ops,
                 &op,
                 OperationPhase::InProgress,
-                "SignalSent",
+                reason::SIGNAL_SENT,
                 false,
                 message.into(),
                 status.stopped_instance_uid.clone(),

@@ -5,12 +5,14 @@
 //! frozen the snapshot carries [`FROZEN_ANNOTATION`] and [`FINALIZER`]: the thaw is retried until
 //! it succeeds or the VM is gone, also when the snapshot is deleted meanwhile. While the
 //! cluster does not serve VolumeSnapshots ([`crate::apis`]) nothing is frozen or taken: the
-//! snapshot waits, `Pending` with the reason [`NOT_SERVED_REASON`].
+//! snapshot waits, `Pending` with the reason `SnapshotAPINotServed`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::json;
@@ -19,8 +21,9 @@ use tracing::{info, instrument, warn};
 use super::Context;
 use super::report::write_status;
 use super::vdsnapshot::CONSISTENT_ANNOTATION;
-use crate::apis::{NOT_SERVED_REASON, VOLUME_SNAPSHOTS};
-use crate::conditions::{self, condition};
+use super::wiring::Wiring;
+use crate::apis::VOLUME_SNAPSHOTS;
+use crate::conditions::{self, BLOCK_DEVICES_READY, Builder, READY, VIRTUAL_MACHINE_READY, reason};
 use crate::resources::{
     BlockDeviceKind, DiskPhase, SnapshotPhase, VirtualDisk, VirtualDiskSnapshot, VirtualDiskSnapshotSpec,
     VirtualMachine, VirtualMachineSnapshot, VirtualMachineSnapshotStatus, VmPhase, controller_reference,
@@ -31,12 +34,6 @@ use crate::{Error, Result, subresources};
 pub const FROZEN_ANNOTATION: &str = "virtualization.deckhouse.io/frozen-vm";
 /// Kept while the guest may be frozen, so that a deleted snapshot still thaws it.
 pub const FINALIZER: &str = "virtualization.deckhouse.io/vmsnapshot-unfreeze";
-/// The condition on the VM.
-pub const VIRTUAL_MACHINE_READY: &str = "VirtualMachineReady";
-/// The condition on the VM's disks.
-pub const BLOCK_DEVICES_READY: &str = "BlockDevicesReady";
-/// The condition on the snapshot.
-pub const READY: &str = "Ready";
 
 /// What the VM's state means for a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +102,7 @@ pub fn disks_verdict(children: &[VirtualDiskSnapshot], want: usize) -> Disks {
     for c in children {
         let st = c.status.clone().unwrap_or_default();
         if st.phase == Some(SnapshotPhase::Failed) {
-            let why = conditions::find(&st.conditions, super::vdsnapshot::READY)
+            let why = conditions::find(&st.conditions, READY)
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
             return Disks::Failed(format!("VirtualDiskSnapshot {} failed: {why}", c.name_any()));
@@ -154,6 +151,16 @@ fn nothing_to_thaw(e: &Error) -> bool {
     matches!(e, Error::Kube(kube::Error::Api(s)) if s.code == 404 || s.code == 409)
 }
 
+/// The VirtualMachineSnapshot controller: VM snapshots and the disk snapshots they own. Sets
+/// [`Context::vm_snapshots`].
+pub(crate) fn controller(w: &mut Wiring) -> BoxFuture<'static, ()> {
+    let (api, all) = w.watch::<VirtualMachineSnapshot>(None);
+    let (children, all_children) = w.watch::<VirtualDiskSnapshot>(None);
+    let vm_snapshots = Controller::new(api, all).owns(children, all_children);
+    let _ = w.ctx().vm_snapshots.set(vm_snapshots.store());
+    w.start(vm_snapshots, reconcile)
+}
+
 /// Reconciles one VM snapshot.
 #[instrument(skip_all, fields(resource = "virtualmachinesnapshots.virtualization.deckhouse.io", namespace = vms.namespace().unwrap_or_default(), name = %vms.name_any()))]
 pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> Result<Action> {
@@ -179,8 +186,7 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
     let now = conditions::now();
     let generation = vms.meta().generation;
     let oc = old.conditions.clone();
-    let cond =
-        |t: &str, ok: bool, reason: &str, msg: String| condition(&oc, t, ok, reason, msg, generation, &now);
+    let cond = Builder::new(&oc, generation, &now);
     let vm_name = &vms.spec.virtual_machine_name;
     let vm = Api::<VirtualMachine>::namespaced(ctx.client.clone(), &ns)
         .get_opt(vm_name)
@@ -197,13 +203,13 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
         let msg = format!("VirtualMachine {vm_name} not found");
         new.phase = Some(SnapshotPhase::Pending);
         new.conditions = vec![
-            cond(
+            cond.make(
                 VIRTUAL_MACHINE_READY,
                 false,
-                "VirtualMachineNotFound",
+                reason::VIRTUAL_MACHINE_NOT_FOUND,
                 msg.clone(),
             ),
-            cond(READY, false, "VirtualMachineNotFound", msg),
+            cond.make(READY, false, reason::VIRTUAL_MACHINE_NOT_FOUND, msg),
         ];
         write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
         return Ok(Action::requeue(Duration::from_secs(2)));
@@ -223,42 +229,42 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
     }
     let state = guest(&vm);
     let started = !children.is_empty() || frozen.is_some();
-    let vm_cond = cond(
+    let vm_cond = cond.make(
         VIRTUAL_MACHINE_READY,
         true,
-        "Ready",
+        reason::READY,
         format!("VirtualMachine {vm_name} is {state:?}"),
     );
     if !started {
         let wait = match (state, unready_disks(&disks)) {
             (Guest::Transitioning, _) => Some((
-                "VirtualMachineTransitioning",
+                reason::VIRTUAL_MACHINE_TRANSITIONING,
                 format!("VirtualMachine {vm_name} is neither running nor stopped"),
             )),
-            (_, Some(msg)) => Some(("BlockDevicesNotReady", msg)),
+            (_, Some(msg)) => Some((reason::BLOCK_DEVICES_NOT_READY, msg)),
             _ => None,
         };
         if let Some((reason, msg)) = wait {
             new.phase = Some(SnapshotPhase::Pending);
             new.conditions = vec![
                 vm_cond,
-                cond(
+                cond.make(
                     BLOCK_DEVICES_READY,
-                    reason != "BlockDevicesNotReady",
+                    reason != reason::BLOCK_DEVICES_NOT_READY,
                     reason,
                     msg.clone(),
                 ),
-                cond(READY, false, reason, msg),
+                cond.make(READY, false, reason, msg),
             ];
             write_status(&api, &name, &old, &new, |s| &mut s.conditions).await?;
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
     }
-    let disks_cond = cond(
+    let disks_cond = cond.make(
         BLOCK_DEVICES_READY,
         true,
-        "Ready",
-        "the VM's disks are ready".into(),
+        reason::READY,
+        "the VM's disks are ready",
     );
     if !started && !ctx.served.is_served(VOLUME_SNAPSHOTS) {
         // Nothing frozen, nothing taken: the disk snapshots could not be.
@@ -266,10 +272,10 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
         new.conditions = vec![
             vm_cond,
             disks_cond,
-            cond(
+            cond.make(
                 READY,
                 false,
-                NOT_SERVED_REASON,
+                reason::SNAPSHOT_API_NOT_SERVED,
                 super::vdsnapshot::not_served_message(),
             ),
         ];
@@ -288,10 +294,10 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
             new.conditions = vec![
                 vm_cond,
                 disks_cond,
-                cond(
+                cond.make(
                     READY,
                     false,
-                    "FreezeFailed",
+                    reason::FREEZE_FAILED,
                     format!("freezing the guest of VirtualMachine {vm_name} failed: {e}"),
                 ),
             ];
@@ -317,19 +323,19 @@ pub async fn reconcile(vms: Arc<VirtualMachineSnapshot>, ctx: Arc<Context>) -> R
     let (phase, ready) = match &verdict {
         Disks::Ready => (
             SnapshotPhase::Ready,
-            cond(READY, true, "Ready", "every disk snapshot is ready to use".into()),
+            cond.make(READY, true, reason::READY, "every disk snapshot is ready to use"),
         ),
         Disks::Failed(why) => (
             SnapshotPhase::Failed,
-            cond(READY, false, "VirtualDiskSnapshotFailed", why.clone()),
+            cond.make(READY, false, reason::VIRTUAL_DISK_SNAPSHOT_FAILED, why.clone()),
         ),
         Disks::InProgress => (
             SnapshotPhase::InProgress,
-            cond(
+            cond.make(
                 READY,
                 false,
-                "Snapshotting",
-                "waiting for the disk snapshots to be ready to use".into(),
+                reason::SNAPSHOTTING,
+                "waiting for the disk snapshots to be ready to use",
             ),
         ),
     };
@@ -414,6 +420,7 @@ async fn forget_freeze(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions::condition;
     use crate::resources::VirtualDiskSnapshotStatus;
 
     fn child(name: &str, phase: SnapshotPhase, why: &str) -> VirtualDiskSnapshot {
