@@ -20,8 +20,10 @@ mod error;
 pub mod internals;
 mod json;
 pub mod object;
+// Patches are partial objects, walked with the object walker: the module lives there, and is
+// named here too, where users look for it.
+pub use object::patch;
 pub mod openapi;
-pub mod patch;
 pub mod path;
 pub mod proto;
 mod route;

@@ -2,19 +2,11 @@
 
 use serde_json::{Value, json};
 
+use super::walk::CrdTarget;
 use super::{Verdict, Walker};
 use crate::Direction;
 use crate::error::Result;
 use crate::rules::{ResourceRule, Rules};
-
-/// The CRD being walked: its original group and plural.
-#[derive(Debug, Clone)]
-pub(crate) struct CrdTarget {
-    /// Original group.
-    pub(crate) group: String,
-    /// Original plural.
-    pub(crate) plural: String,
-}
 
 impl<'r, 'a> Walker<'r, 'a> {
     /// A CRD object at the current position.

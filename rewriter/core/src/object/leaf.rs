@@ -51,8 +51,8 @@ impl<'r, 'a> Walker<'r, 'a> {
             source,
         })?;
         let (group, kind) = self.kind_hint.unwrap_or_default();
-        let target = crate::patch::plan_for(self.rules, group, kind);
-        let out = crate::patch::json_patch(self.rules, self.dir, &raw, target)?;
+        let target = super::patch::plan_for(self.rules, group, kind);
+        let out = super::patch::json_patch(self.rules, self.dir, &raw, target)?;
         if out.as_ref() != raw.as_slice() {
             self.edits
                 .replace(s.start, s.end, quote(&b64.encode(out.as_ref())));

@@ -16,6 +16,7 @@ pub(crate) mod crd;
 mod discovery;
 mod leaf;
 pub(crate) mod memo;
+pub mod patch;
 mod status;
 mod table;
 pub(crate) mod walk;

@@ -17,6 +17,15 @@ use crate::rules::gvk::{
 use crate::rules::names::Pieces;
 use crate::rules::plan::{Gvk, Leaf, Node, ObjNode, Which};
 
+/// The CRD being walked: its original group and plural.
+#[derive(Debug, Clone)]
+pub(crate) struct CrdTarget {
+    /// Original group.
+    pub(crate) group: String,
+    /// Original plural.
+    pub(crate) plural: String,
+}
+
 /// Walks one document (or a part of one) and collects edits.
 pub(crate) struct Walker<'r, 'a> {
     /// The rules.
@@ -32,7 +41,7 @@ pub(crate) struct Walker<'r, 'a> {
     /// Original (group, kind) of the object a patch applies to (admission responses).
     pub(crate) kind_hint: Option<(&'r str, &'r str)>,
     /// The CRD being walked.
-    pub(crate) crd: Option<super::crd::CrdTarget>,
+    pub(crate) crd: Option<CrdTarget>,
     /// Leaf rewrites remembered by their bytes (kept across the items of a stream).
     pub(crate) memo: Memo,
     /// Buffers reused from map to map (kept across the items of a stream).

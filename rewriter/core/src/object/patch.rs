@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::json::{Scanner, Str};
-use crate::object::Walker;
+use super::Walker;
 use crate::rules::plan::{Leaf, Node, Which};
 use crate::{Direction, Rules};
 
@@ -165,7 +165,7 @@ pub fn json_patch<'a>(
 /// A walker over a patch `body`, knowing the CRD the patch applies to.
 fn walker<'r, 'a>(rules: &'r Rules, dir: Direction, body: &'a [u8], on: PatchTarget<'_>) -> Walker<'r, 'a> {
     let mut w = Walker::new(rules, dir, body);
-    w.crd = on.crd.map(|(group, plural)| crate::object::crd::CrdTarget {
+    w.crd = on.crd.map(|(group, plural)| super::walk::CrdTarget {
         group: group.to_owned(),
         plural: plural.to_owned(),
     });
