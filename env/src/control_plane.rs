@@ -1,0 +1,919 @@
+//! The local Kubernetes control plane on 127.0.0.1 only: etcd, kube-apiserver,
+//! kube-controller-manager and kube-scheduler of one release, state in one directory.
+//!
+//! Files in `DIR`: `state` (ports, binaries, version), `env` (for `source`), `tokens.csv`,
+//! `kube-apiserver.args`, four kubeconfigs (`admin`, `user1`, `kube-controller-manager`,
+//! `kube-scheduler`), `pki/`, `etcd-data/`, and for each process `NAME.pid` and `NAME.log`.
+//! Users (token file): admin/admintoken (group system:masters), user1/usertoken (no groups);
+//! the controller-manager and scheduler have their own users with random tokens, so RBAC's
+//! bootstrap roles apply to them as in a cluster.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::http::{self, Scheme};
+use crate::pki;
+use crate::process::{Process, free_port, port_in_use, random_bytes, say, write_atomic};
+
+/// The admin user's token (group `system:masters`).
+pub const ADMIN_TOKEN: &str = "admintoken";
+/// user1's token (no groups).
+pub const USER1_TOKEN: &str = "usertoken";
+
+const ETCD: &str = "etcd";
+const APISERVER: &str = "kube-apiserver";
+const KCM: &str = "kube-controller-manager";
+const SCHEDULER: &str = "kube-scheduler";
+
+/// What `up` decided and later commands read back: `DIR/state`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    /// etcd's client port.
+    pub etcd_client_port: u16,
+    /// etcd's peer port.
+    pub etcd_peer_port: u16,
+    /// kube-apiserver's secure port.
+    pub apiserver_port: u16,
+    /// kube-controller-manager's secure port.
+    pub kcm_port: u16,
+    /// kube-scheduler's secure port.
+    pub scheduler_port: u16,
+    /// The etcd binary.
+    pub etcd_bin: PathBuf,
+    /// The directory of the Kubernetes binaries.
+    pub kube_bin_dir: PathBuf,
+    /// The release, as `kube-apiserver --version` says (`v1.36.3`).
+    pub kube_version: String,
+}
+
+impl State {
+    /// `KEY=value` lines, the values quoted for a shell.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for (k, v) in [
+            ("ETCD_CLIENT_PORT", self.etcd_client_port.to_string()),
+            ("ETCD_PEER_PORT", self.etcd_peer_port.to_string()),
+            ("APISERVER_PORT", self.apiserver_port.to_string()),
+            ("KCM_PORT", self.kcm_port.to_string()),
+            ("SCHEDULER_PORT", self.scheduler_port.to_string()),
+            ("ETCD_BIN", self.etcd_bin.display().to_string()),
+            ("KUBE_BIN_DIR", self.kube_bin_dir.display().to_string()),
+            ("KUBE_VERSION", self.kube_version.clone()),
+        ] {
+            s.push_str(&format!("{k}={}\n", shell_quote(&v)));
+        }
+        s
+    }
+
+    /// Reads what [`State::render`] (or the bash script before it) wrote.
+    pub fn parse(file: &Path, text: &str) -> Result<State> {
+        let vars = parse_assignments(text);
+        let get = |k: &str| {
+            vars.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| Error::BadFile {
+                    file: file.to_path_buf(),
+                    problem: format!("no {k}"),
+                })
+        };
+        let port = |k: &str| -> Result<u16> {
+            let v = get(k)?;
+            v.parse().map_err(|_| Error::BadFile {
+                file: file.to_path_buf(),
+                problem: format!("{k}={v} is not a port"),
+            })
+        };
+        Ok(State {
+            etcd_client_port: port("ETCD_CLIENT_PORT")?,
+            etcd_peer_port: port("ETCD_PEER_PORT")?,
+            apiserver_port: port("APISERVER_PORT")?,
+            kcm_port: port("KCM_PORT")?,
+            scheduler_port: port("SCHEDULER_PORT")?,
+            etcd_bin: get("ETCD_BIN")?.into(),
+            kube_bin_dir: get("KUBE_BIN_DIR")?.into(),
+            kube_version: get("KUBE_VERSION")?,
+        })
+    }
+}
+
+/// The PIDs written into the env file (`None`: not running).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pids {
+    /// etcd.
+    pub etcd: Option<u32>,
+    /// kube-apiserver.
+    pub apiserver: Option<u32>,
+    /// kube-controller-manager.
+    pub kcm: Option<u32>,
+    /// kube-scheduler.
+    pub scheduler: Option<u32>,
+}
+
+/// The variables of `DIR/env`, in its order.
+pub fn env_vars(dir: &Path, state: &State, pids: Pids) -> Vec<(&'static str, String)> {
+    let p = |s: &str| dir.join(s).display().to_string();
+    let pid = |p: Option<u32>| p.map(|p| p.to_string()).unwrap_or_default();
+    let port = state.apiserver_port;
+    vec![
+        ("KAR_DIR", dir.display().to_string()),
+        ("KUBE_APISERVER_URL", format!("https://127.0.0.1:{port}")),
+        ("KUBECONFIG", p("admin.kubeconfig")),
+        ("USER1_KUBECONFIG", p("user1.kubeconfig")),
+        ("APISERVER_PORT", port.to_string()),
+        ("APISERVER_PID", pid(pids.apiserver)),
+        ("ETCD_CLIENT_PORT", state.etcd_client_port.to_string()),
+        ("ETCD_PEER_PORT", state.etcd_peer_port.to_string()),
+        ("ETCD_URL", format!("http://127.0.0.1:{}", state.etcd_client_port)),
+        ("ETCD_PID", pid(pids.etcd)),
+        ("KUBE_CA_FILE", p("pki/ca.crt")),
+        ("ADMIN_TOKEN", ADMIN_TOKEN.to_owned()),
+        ("USER1_TOKEN", USER1_TOKEN.to_owned()),
+        ("FRONT_PROXY_CA_FILE", p("pki/front-proxy-ca.crt")),
+        ("FRONT_PROXY_CA_KEY", p("pki/front-proxy-ca.key")),
+        ("FRONT_PROXY_CLIENT_CERT", p("pki/front-proxy-client.crt")),
+        ("FRONT_PROXY_CLIENT_KEY", p("pki/front-proxy-client.key")),
+        ("CONTROLLER_MANAGER_PORT", state.kcm_port.to_string()),
+        ("CONTROLLER_MANAGER_PID", pid(pids.kcm)),
+        ("SCHEDULER_PORT", state.scheduler_port.to_string()),
+        ("SCHEDULER_PID", pid(pids.scheduler)),
+        ("KUBE_BIN_DIR", state.kube_bin_dir.display().to_string()),
+        ("KUBE_VERSION", state.kube_version.clone()),
+        ("ETCD_BIN", state.etcd_bin.display().to_string()),
+    ]
+}
+
+/// `DIR/env`: a header line and `export NAME=value` lines for a shell to `source`.
+pub fn render_env(vars: &[(&str, String)]) -> String {
+    let mut s = String::from("# generated by kar-env (scripts/control-plane.sh); source it\n");
+    for (k, v) in vars {
+        s.push_str(&format!("export {k}={}\n", shell_quote(v)));
+    }
+    s
+}
+
+/// `NAME=value` pairs of a file of shell assignments (`export ` optional, comments skipped),
+/// values unquoted as a shell would for what [`shell_quote`] and bash's `printf %q` write.
+pub fn parse_assignments(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let l = l.strip_prefix("export ").unwrap_or(l);
+            if l.starts_with('#') {
+                return None;
+            }
+            let (k, v) = l.split_once('=')?;
+            Some((k.to_owned(), shell_unquote(v)))
+        })
+        .collect()
+}
+
+/// `s` as one shell word: as is when it holds only safe characters, else single-quoted.
+pub fn shell_quote(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn shell_unquote(v: &str) -> String {
+    let mut out = String::new();
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => out.extend(chars.by_ref().take_while(|&c| c != '\'')),
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `tokens.csv`: the four users.
+pub fn tokens_csv(kcm_token: &str, scheduler_token: &str) -> String {
+    format!(
+        "{ADMIN_TOKEN},admin,admin,\"system:masters\"\n{USER1_TOKEN},user1,user1\n\
+         {kcm_token},system:kube-controller-manager,system:kube-controller-manager\n\
+         {scheduler_token},system:kube-scheduler,system:kube-scheduler\n"
+    )
+}
+
+/// A kubeconfig for `user` with a bearer `token`, trusting the CA given as base64 PEM.
+pub fn kubeconfig(apiserver_port: u16, ca_base64: &str, user: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kar-local\n  cluster:\n    \
+         server: https://127.0.0.1:{apiserver_port}\n    certificate-authority-data: {ca_base64}\n\
+         users:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: {user}@kar-local\n  \
+         context:\n    cluster: kar-local\n    user: {user}\ncurrent-context: {user}@kar-local\n"
+    )
+}
+
+/// kube-apiserver's flags, then `extra`.
+pub fn apiserver_args(dir: &Path, state: &State, extra: &[String]) -> Vec<String> {
+    let pki = |f: &str| dir.join("pki").join(f).display().to_string();
+    let mut args = vec![
+        format!("--etcd-servers=http://127.0.0.1:{}", state.etcd_client_port),
+        format!("--secure-port={}", state.apiserver_port),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--cert-dir={}", dir.join("apiserver-certs").display()),
+        format!("--tls-cert-file={}", pki("apiserver.crt")),
+        format!("--tls-private-key-file={}", pki("apiserver.key")),
+        "--service-account-issuer=https://kubernetes.default.svc".into(),
+        format!("--service-account-key-file={}", pki("sa.pub")),
+        format!("--service-account-signing-key-file={}", pki("sa.key")),
+        format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+        "--authorization-mode=RBAC".into(),
+        // As kubeadm and most clusters: virt-handler's DaemonSet is privileged.
+        "--allow-privileged=true".into(),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--endpoint-reconciler-type=none".into(),
+        format!("--requestheader-client-ca-file={}", pki("front-proxy-ca.crt")),
+        "--requestheader-allowed-names=front-proxy-client".into(),
+        "--requestheader-username-headers=X-Remote-User".into(),
+        "--requestheader-group-headers=X-Remote-Group".into(),
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+        format!("--proxy-client-cert-file={}", pki("front-proxy-client.crt")),
+        format!("--proxy-client-key-file={}", pki("front-proxy-client.key")),
+    ];
+    args.extend(extra.iter().cloned());
+    args
+}
+
+fn etcd_args(dir: &Path, state: &State) -> Vec<String> {
+    let client = format!("http://127.0.0.1:{}", state.etcd_client_port);
+    let peer = format!("http://127.0.0.1:{}", state.etcd_peer_port);
+    [
+        "--name",
+        "kar",
+        "--data-dir",
+        &dir.join("etcd-data").display().to_string(),
+        "--listen-client-urls",
+        &client,
+        "--advertise-client-urls",
+        &client,
+        "--listen-peer-urls",
+        &peer,
+        "--initial-advertise-peer-urls",
+        &peer,
+        "--initial-cluster",
+        &format!("kar={peer}"),
+        "--initial-cluster-state",
+        "new",
+        "--logger",
+        "zap",
+        "--log-outputs",
+        "stderr",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+fn kcm_args(dir: &Path, state: &State) -> Vec<String> {
+    let pki = |f: &str| dir.join("pki").join(f).display().to_string();
+    vec![
+        format!(
+            "--kubeconfig={}",
+            dir.join("kube-controller-manager.kubeconfig").display()
+        ),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={}", state.kcm_port),
+        format!("--cert-dir={}", dir.join("kcm-certs").display()),
+        "--leader-elect=false".into(),
+        "--use-service-account-credentials=true".into(),
+        format!("--service-account-private-key-file={}", pki("sa.key")),
+        format!("--root-ca-file={}", pki("ca.crt")),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--controllers=*".into(),
+    ]
+}
+
+fn scheduler_args(dir: &Path, state: &State) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", dir.join("kube-scheduler.kubeconfig").display()),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={}", state.scheduler_port),
+        format!("--cert-dir={}", dir.join("scheduler-certs").display()),
+        "--leader-elect=false".into(),
+    ]
+}
+
+/// What [`ControlPlane::status`] found.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// One line per component, as `status` prints them.
+    pub lines: Vec<String>,
+    /// All four run.
+    pub all_up: bool,
+}
+
+/// The control plane whose state lives in one directory.
+#[derive(Debug, Clone)]
+pub struct ControlPlane {
+    dir: PathBuf,
+    config: Config,
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
+}
+
+fn canonical(dir: &Path) -> Result<PathBuf> {
+    dir.canonicalize()
+        .map_err(|e| Error::io(format!("{}", dir.display()), e))
+}
+
+impl ControlPlane {
+    /// The control plane in `dir` (which `up` creates).
+    pub fn new(dir: impl Into<PathBuf>, config: Config) -> ControlPlane {
+        ControlPlane {
+            dir: dir.into(),
+            config,
+        }
+    }
+
+    /// Its directory, as given.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn process(&self, dir: &Path, name: &'static str) -> Process {
+        Process::new(dir, name)
+    }
+
+    fn pids(&self, dir: &Path) -> Pids {
+        Pids {
+            etcd: self.process(dir, ETCD).pid(),
+            apiserver: self.process(dir, APISERVER).pid(),
+            kcm: self.process(dir, KCM).pid(),
+            scheduler: self.process(dir, SCHEDULER).pid(),
+        }
+    }
+
+    fn load_state(dir: &Path) -> Result<State> {
+        let file = dir.join("state");
+        if !file.exists() {
+            return Err(Error::NotUp(dir.to_path_buf()));
+        }
+        State::parse(&file, &read(&file)?)
+    }
+
+    fn write_env(&self, dir: &Path, state: &State) -> Result<()> {
+        let text = render_env(&env_vars(dir, state, self.pids(dir)));
+        write_atomic(&dir.join("env"), text.as_bytes(), None)
+    }
+
+    /// The variables of `DIR/env` as written last.
+    pub fn env(&self) -> Result<Vec<(String, String)>> {
+        Ok(parse_assignments(&self.env_file()?))
+    }
+
+    /// The text of `DIR/env`.
+    pub fn env_file(&self) -> Result<String> {
+        let file = self.dir.join("env");
+        if !file.exists() {
+            return Err(Error::NotUp(self.dir.clone()));
+        }
+        read(&file)
+    }
+
+    /// Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler and returns once
+    /// kube-apiserver is ready, the other two are healthy and the controller-manager has made
+    /// namespace `default`'s ServiceAccount. On any failure it stops what it started.
+    pub fn up(&self, log: &mut dyn Write) -> Result<()> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::io(format!("creating {}", self.dir.display()), e))?;
+        let dir = canonical(&self.dir)?;
+        if dir.join("state").exists()
+            && [ETCD, APISERVER, KCM, SCHEDULER]
+                .iter()
+                .any(|n| self.process(&dir, n).running().is_some())
+        {
+            return Err(Error::AlreadyRunning(dir));
+        }
+        let etcd_bin = match &self.config.etcd_bin {
+            Some(b) => b.clone(),
+            None => self.go_build(&["etcd"])?.join("etcd"),
+        };
+        let kube_bin_dir = match &self.config.kube_bin_dir {
+            Some(d) => d.clone(),
+            None => {
+                let mut args = vec!["kubernetes"];
+                args.extend(self.config.kube_version.as_deref());
+                self.go_build(&args)?
+            }
+        };
+        for b in [APISERVER, KCM, SCHEDULER, "kubectl"] {
+            require_executable(b, &kube_bin_dir.join(b))?;
+        }
+        require_executable(ETCD, &etcd_bin)?;
+        let kube_version = release(&kube_bin_dir.join(APISERVER))?;
+
+        pki::ensure(&dir, log)?;
+        let kcm_token = hex(&random_bytes::<16>());
+        let scheduler_token = hex(&random_bytes::<16>());
+        write_atomic(
+            &dir.join("tokens.csv"),
+            tokens_csv(&kcm_token, &scheduler_token).as_bytes(),
+            Some(0o600),
+        )?;
+
+        let mut ports = Vec::new();
+        for _ in 0..5 {
+            let p = free_port(&ports)?;
+            ports.push(p);
+        }
+        let state = State {
+            etcd_client_port: ports[0],
+            etcd_peer_port: ports[1],
+            apiserver_port: ports[2],
+            kcm_port: ports[3],
+            scheduler_port: ports[4],
+            etcd_bin,
+            kube_bin_dir,
+            kube_version,
+        };
+        write_atomic(&dir.join("state"), state.render().as_bytes(), None)?;
+        let mut args = apiserver_args(&dir, &state, &self.config.apiserver_extra_args).join("\n");
+        args.push('\n');
+        write_atomic(&dir.join("kube-apiserver.args"), args.as_bytes(), None)?;
+        let ca = read(&dir.join("pki/ca.crt"))?;
+        let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca);
+        for (file, user, token) in [
+            ("admin.kubeconfig", "admin", ADMIN_TOKEN),
+            ("user1.kubeconfig", "user1", USER1_TOKEN),
+            (
+                "kube-controller-manager.kubeconfig",
+                "system:kube-controller-manager",
+                &kcm_token,
+            ),
+            (
+                "kube-scheduler.kubeconfig",
+                "system:kube-scheduler",
+                &scheduler_token,
+            ),
+        ] {
+            let text = kubeconfig(state.apiserver_port, &ca, user, token);
+            write_atomic(&dir.join(file), text.as_bytes(), Some(0o600))?;
+        }
+
+        let data = dir.join("etcd-data");
+        if data.exists() {
+            std::fs::remove_dir_all(&data)
+                .map_err(|e| Error::io(format!("removing {}", data.display()), e))?;
+        }
+        for n in [ETCD, APISERVER, KCM, SCHEDULER] {
+            write_atomic(&self.process(&dir, n).log_file(), b"", None)?;
+        }
+        if let Err(e) = self.start_all(&dir, &state, log) {
+            say(log, "up failed, stopping");
+            self.stop_all(&dir, log);
+            return Err(e);
+        }
+        self.write_env(&dir, &state)?;
+        say(
+            log,
+            &format!(
+                "up: Kubernetes {} at https://127.0.0.1:{}; source {}/env",
+                state.kube_version,
+                state.apiserver_port,
+                dir.display()
+            ),
+        );
+        Ok(())
+    }
+
+    fn start_all(&self, dir: &Path, state: &State, log: &mut dyn Write) -> Result<()> {
+        let timeout = self.config.ready_timeout;
+        // etcd
+        say(
+            log,
+            &format!(
+                "starting etcd on 127.0.0.1:{} (peer {})",
+                state.etcd_client_port, state.etcd_peer_port
+            ),
+        );
+        let etcd = self.process(dir, ETCD);
+        let pid = etcd.launch(&state.etcd_bin, &etcd_args(dir, state))?;
+        etcd.wait_until(
+            Some(pid),
+            &format!("etcd /health on 127.0.0.1:{}", state.etcd_client_port),
+            timeout,
+            || {
+                let a = http::get(state.etcd_client_port, "/health", Scheme::Http, None)?;
+                if a.body.contains(r#""health":"true""#) {
+                    Ok(())
+                } else {
+                    Err(format!("{} {}", a.status, a.body.trim()))
+                }
+            },
+        )?;
+        self.start_apiserver_with(dir, state, log)?;
+        // kube-controller-manager and kube-scheduler
+        for (name, port, args) in [
+            (KCM, state.kcm_port, kcm_args(dir, state)),
+            (SCHEDULER, state.scheduler_port, scheduler_args(dir, state)),
+        ] {
+            say(log, &format!("starting {name} on https://127.0.0.1:{port}"));
+            let p = self.process(dir, name);
+            let pid = p.launch(&state.kube_bin_dir.join(name), &args)?;
+            let t0 = Instant::now();
+            p.wait_until(
+                Some(pid),
+                &format!("{name} /healthz on https://127.0.0.1:{port}"),
+                timeout,
+                || {
+                    let a = http::get(port, "/healthz", Scheme::HttpsInsecure, None)?;
+                    ok_body(&a)
+                },
+            )?;
+            say(
+                log,
+                &format!("{name} healthy (pid {pid}) after {} s", t0.elapsed().as_secs()),
+            );
+        }
+        // The controller-manager's first visible work: namespace default's ServiceAccount.
+        let kcm = self.process(dir, KCM);
+        let ca = dir.join("pki/ca.crt");
+        let t0 = Instant::now();
+        kcm.wait_until(
+            kcm.pid(),
+            "the controller-manager to create ServiceAccount default/default",
+            timeout,
+            || {
+                let a = http::get(
+                    state.apiserver_port,
+                    "/api/v1/namespaces/default/serviceaccounts/default",
+                    Scheme::Https(&ca),
+                    Some(ADMIN_TOKEN),
+                )?;
+                if a.status == 200 {
+                    Ok(())
+                } else {
+                    Err(format!("HTTP {}", a.status))
+                }
+            },
+        )?;
+        say(
+            log,
+            &format!(
+                "ServiceAccount default/default exists after {} s",
+                t0.elapsed().as_secs()
+            ),
+        );
+        Ok(())
+    }
+
+    fn start_apiserver_with(&self, dir: &Path, state: &State, log: &mut dyn Write) -> Result<()> {
+        let file = dir.join("kube-apiserver.args");
+        let args: Vec<String> = read(&file)?
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let api = self.process(dir, APISERVER);
+        if let Some(pid) = api.running() {
+            return Err(Error::ProcessRunning { name: APISERVER, pid });
+        }
+        if self.process(dir, ETCD).running().is_none() {
+            return Err(Error::ProcessMissing {
+                name: ETCD,
+                dir: dir.to_path_buf(),
+            });
+        }
+        // The old listener may take a moment to go away after a stop.
+        let end = Instant::now() + Duration::from_secs(5);
+        while port_in_use(state.apiserver_port) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if port_in_use(state.apiserver_port) {
+            return Err(Error::PortTaken(state.apiserver_port));
+        }
+        say(
+            log,
+            &format!(
+                "starting kube-apiserver on https://127.0.0.1:{}",
+                state.apiserver_port
+            ),
+        );
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(api.log_file())
+            .map_err(|e| Error::io(format!("opening {}", api.log_file().display()), e))?;
+        let _ = write!(f, "\n===== {} start =====\n", iso_now());
+        drop(f);
+        let pid = api.launch(&state.kube_bin_dir.join(APISERVER), &args)?;
+        self.write_env(dir, state)?;
+        let ca = dir.join("pki/ca.crt");
+        let t0 = Instant::now();
+        api.wait_until(
+            Some(pid),
+            &format!(
+                "kube-apiserver /readyz on https://127.0.0.1:{}",
+                state.apiserver_port
+            ),
+            self.config.ready_timeout,
+            || {
+                let a = http::get(
+                    state.apiserver_port,
+                    "/readyz",
+                    Scheme::Https(&ca),
+                    Some(ADMIN_TOKEN),
+                )?;
+                ok_body(&a)
+            },
+        )?;
+        say(
+            log,
+            &format!(
+                "kube-apiserver ready (pid {pid}) after {} s",
+                t0.elapsed().as_secs()
+            ),
+        );
+        Ok(())
+    }
+
+    fn stop_all(&self, dir: &Path, log: &mut dyn Write) {
+        for n in [SCHEDULER, KCM, APISERVER, ETCD] {
+            self.process(dir, n).stop(self.config.stop_timeout, log);
+        }
+    }
+
+    /// Stops all four (TERM, then KILL); safe to repeat, and on a directory that is not there.
+    pub fn down(&self, log: &mut dyn Write) -> Result<()> {
+        if !self.dir.is_dir() {
+            say(
+                log,
+                &format!("{} does not exist, nothing to stop", self.dir.display()),
+            );
+            return Ok(());
+        }
+        let dir = canonical(&self.dir)?;
+        self.stop_all(&dir, log);
+        if dir.join("state").exists() {
+            let state = Self::load_state(&dir)?;
+            self.write_env(&dir, &state)?;
+        }
+        say(log, &format!("down: {}", dir.display()));
+        Ok(())
+    }
+
+    /// Stops kube-apiserver only.
+    pub fn stop_apiserver(&self, log: &mut dyn Write) -> Result<()> {
+        let dir = canonical(&self.dir)?;
+        let state = Self::load_state(&dir)?;
+        self.process(&dir, APISERVER).stop(self.config.stop_timeout, log);
+        self.write_env(&dir, &state)
+    }
+
+    /// Starts kube-apiserver again: same port, same flags; returns once it is ready.
+    pub fn start_apiserver(&self, log: &mut dyn Write) -> Result<()> {
+        let dir = canonical(&self.dir)?;
+        let state = Self::load_state(&dir)?;
+        self.start_apiserver_with(&dir, &state, log)?;
+        self.write_env(&dir, &state)
+    }
+
+    /// [`ControlPlane::stop_apiserver`], then [`ControlPlane::start_apiserver`].
+    pub fn restart_apiserver(&self, log: &mut dyn Write) -> Result<()> {
+        self.stop_apiserver(log)?;
+        self.start_apiserver(log)
+    }
+
+    /// What runs.
+    pub fn status(&self) -> Result<Status> {
+        let dir = canonical(&self.dir)?;
+        let state = Self::load_state(&dir)?;
+        let mut lines = Vec::new();
+        let mut all_up = true;
+        for (name, addr) in [
+            (ETCD, Some(format!("http://127.0.0.1:{}", state.etcd_client_port))),
+            (
+                APISERVER,
+                Some(format!("https://127.0.0.1:{}", state.apiserver_port)),
+            ),
+            (KCM, None),
+            (SCHEDULER, None),
+        ] {
+            match self.process(&dir, name).running() {
+                Some(pid) => lines.push(match addr {
+                    Some(a) => format!("{name}: running pid {pid} {a}"),
+                    None => format!("{name}: running pid {pid}"),
+                }),
+                None => {
+                    lines.push(format!("{name}: stopped"));
+                    all_up = false;
+                }
+            }
+        }
+        Ok(Status { lines, all_up })
+    }
+
+    /// `scripts/go-build.sh ARGS`: the directory it prints (its log goes to our stderr).
+    fn go_build(&self, args: &[&str]) -> Result<PathBuf> {
+        let script = self.config.scripts_dir.join("go-build.sh");
+        let command = format!("{} {}", script.display(), args.join(" "));
+        let out = Command::new(&script)
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| Error::io(format!("running {command}"), e))?;
+        if !out.status.success() {
+            return Err(Error::Command {
+                command,
+                detail: out.status.to_string(),
+            });
+        }
+        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    }
+}
+
+fn ok_body(a: &http::Answer) -> std::result::Result<(), String> {
+    if a.body.trim() == "ok" {
+        Ok(())
+    } else {
+        let body = a.body.trim();
+        let body = body.lines().last().unwrap_or(body);
+        Err(format!("HTTP {} {body}", a.status))
+    }
+}
+
+fn require_executable(name: &str, path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(()),
+        _ => Err(Error::MissingBinary {
+            name: name.to_owned(),
+            path: path.to_path_buf(),
+        }),
+    }
+}
+
+/// `kube-apiserver --version` prints `Kubernetes v1.36.3`: the second word.
+fn release(apiserver: &Path) -> Result<String> {
+    let command = format!("{} --version", apiserver.display());
+    let out = Command::new(apiserver)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io(format!("running {command}"), e))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match text.split_whitespace().nth(1) {
+        Some(v) if out.status.success() => Ok(v.to_owned()),
+        _ => Err(Error::Command {
+            command,
+            detail: format!(
+                "{}: {}{}",
+                out.status,
+                text.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        }),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Now as `date -Is` in UTC: `2026-12-08T00:31:02+00:00`.
+fn iso_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    match time::OffsetDateTime::from_unix_timestamp(secs) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}+00:00",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        ),
+        Err(_) => secs.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        State {
+            etcd_client_port: 20001,
+            etcd_peer_port: 20002,
+            apiserver_port: 20003,
+            kcm_port: 20004,
+            scheduler_port: 20005,
+            etcd_bin: "/bin dir/etcd".into(),
+            kube_bin_dir: "/k8s".into(),
+            kube_version: "v1.36.3".into(),
+        }
+    }
+
+    #[test]
+    fn state_round_trips() {
+        let s = state();
+        let text = s.render();
+        assert!(text.contains("ETCD_BIN='/bin dir/etcd'\n"), "{text}");
+        assert_eq!(State::parse(Path::new("state"), &text).unwrap(), s);
+        // what bash's printf %q wrote
+        let bash = "ETCD_CLIENT_PORT=20001\nETCD_PEER_PORT=20002\nAPISERVER_PORT=20003\nKCM_PORT=20004\n\
+                    SCHEDULER_PORT=20005\nETCD_BIN=/bin\\ dir/etcd\nKUBE_BIN_DIR=/k8s\nKUBE_VERSION=v1.36.3\n";
+        assert_eq!(State::parse(Path::new("state"), bash).unwrap(), s);
+        assert!(State::parse(Path::new("state"), "APISERVER_PORT=x").is_err());
+    }
+
+    #[test]
+    fn env_file_has_the_scripts_variables() {
+        let vars = env_vars(
+            Path::new("/tmp/cp"),
+            &state(),
+            Pids {
+                apiserver: Some(42),
+                ..Pids::default()
+            },
+        );
+        let text = render_env(&vars);
+        for line in [
+            "export KAR_DIR=/tmp/cp\n",
+            "export KUBE_APISERVER_URL=https://127.0.0.1:20003\n",
+            "export KUBECONFIG=/tmp/cp/admin.kubeconfig\n",
+            "export USER1_KUBECONFIG=/tmp/cp/user1.kubeconfig\n",
+            "export APISERVER_PORT=20003\n",
+            "export APISERVER_PID=42\n",
+            "export ETCD_URL=http://127.0.0.1:20001\n",
+            "export ETCD_PID=''\n",
+            "export KUBE_CA_FILE=/tmp/cp/pki/ca.crt\n",
+            "export ADMIN_TOKEN=admintoken\n",
+            "export USER1_TOKEN=usertoken\n",
+            "export FRONT_PROXY_CLIENT_KEY=/tmp/cp/pki/front-proxy-client.key\n",
+            "export CONTROLLER_MANAGER_PORT=20004\n",
+            "export SCHEDULER_PORT=20005\n",
+            "export KUBE_VERSION=v1.36.3\n",
+            "export ETCD_BIN='/bin dir/etcd'\n",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        assert_eq!(vars.len(), 24);
+        let parsed = parse_assignments(&text);
+        assert_eq!(parsed.len(), vars.len());
+        for ((k, v), (pk, pv)) in vars.iter().zip(&parsed) {
+            assert_eq!((*k, v.as_str()), (pk.as_str(), pv.as_str()));
+        }
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("a/b:1"), "a/b:1");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_unquote(r"'it'\''s'"), "it's");
+    }
+
+    #[test]
+    fn tokens_and_kubeconfig() {
+        let t = tokens_csv("k", "s");
+        assert_eq!(
+            t.lines().collect::<Vec<_>>(),
+            [
+                "admintoken,admin,admin,\"system:masters\"",
+                "usertoken,user1,user1",
+                "k,system:kube-controller-manager,system:kube-controller-manager",
+                "s,system:kube-scheduler,system:kube-scheduler",
+            ]
+        );
+        let k = kubeconfig(20003, "Q0E=", "user1", "usertoken");
+        assert!(k.contains("    server: https://127.0.0.1:20003\n"));
+        assert!(k.contains("    certificate-authority-data: Q0E=\n"));
+        assert!(k.contains("    token: usertoken\n"));
+        assert!(k.ends_with("current-context: user1@kar-local\n"));
+    }
+
+    #[test]
+    fn apiserver_flags_then_extra() {
+        let a = apiserver_args(Path::new("/d"), &state(), &["--v=4".into()]);
+        assert_eq!(a[0], "--etcd-servers=http://127.0.0.1:20001");
+        assert!(a.contains(&"--secure-port=20003".to_owned()));
+        assert!(a.contains(&"--token-auth-file=/d/tokens.csv".to_owned()));
+        assert!(a.contains(&"--requestheader-allowed-names=front-proxy-client".to_owned()));
+        assert_eq!(a.last().unwrap(), "--v=4");
+        assert!(a.iter().all(|f| !f.contains("0.0.0.0")));
+    }
+
+    #[test]
+    fn iso_time_shape() {
+        let t = iso_now();
+        assert_eq!(t.len(), 25, "{t}");
+        assert!(t.ends_with("+00:00"));
+    }
+}
