@@ -907,7 +907,12 @@ mod tests {
         assert!(a.contains(&"--token-auth-file=/d/tokens.csv".to_owned()));
         assert!(a.contains(&"--requestheader-allowed-names=front-proxy-client".to_owned()));
         assert_eq!(a.last().unwrap(), "--v=4");
-        assert!(a.iter().all(|f| !f.contains("0.0.0.0")));
+        // loopback only
+        let addrs: Vec<_> = a.iter().filter(|f| f.contains("-address=")).collect();
+        assert_eq!(
+            addrs,
+            ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"]
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
-/// Lines of a log shown when a wait gives up.
-pub const LOG_TAIL_LINES: usize = 30;
+/// Lines of a log shown when a wait gives up (30).
+const LOG_TAIL_LINES: usize = 30;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -150,7 +150,7 @@ impl Process {
         }
     }
 
-    /// The last [`LOG_TAIL_LINES`] lines of its log.
+    /// The last 30 lines of its log.
     pub fn log_tail(&self) -> String {
         tail(&self.log_file(), LOG_TAIL_LINES)
     }
