@@ -646,6 +646,13 @@ impl ControlPlane {
         }
     }
 
+    /// [`ControlPlane::up`], then a guard that brings it down when dropped (its log to
+    /// stderr).
+    pub fn start(self, log: &mut dyn Write) -> Result<Running> {
+        self.up(log)?;
+        Ok(Running(self))
+    }
+
     /// Stops all four (TERM, then KILL); safe to repeat, and on a directory that is not there.
     pub fn down(&self, log: &mut dyn Write) -> Result<()> {
         if !self.dir.is_dir() {
@@ -733,6 +740,26 @@ impl ControlPlane {
             });
         }
         Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    }
+}
+
+/// A control plane that [`ControlPlane::down`] stops when this is dropped.
+#[derive(Debug)]
+pub struct Running(ControlPlane);
+
+impl std::ops::Deref for Running {
+    type Target = ControlPlane;
+
+    fn deref(&self) -> &ControlPlane {
+        &self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.down(&mut std::io::stderr()) {
+            eprintln!("[control-plane] down on drop: {e}");
+        }
     }
 }
 

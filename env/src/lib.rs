@@ -13,6 +13,10 @@
 //! cp.up(&mut std::io::stderr())?;
 //! let env = cp.env()?; // KUBECONFIG, KUBE_APISERVER_URL, ...
 //! cp.down(&mut std::io::stderr())?;
+//!
+//! // or down when the guard is dropped
+//! let running = ControlPlane::new("/tmp/cp", Config::from_env()?).start(&mut std::io::stderr())?;
+//! println!("{}", running.status()?.lines.join("\n"));
 //! # Ok::<(), kube_api_rewriter_env::Error>(())
 //! ```
 
@@ -27,8 +31,8 @@ mod process;
 pub use cli::{Command, Invocation, USAGE, parse_args, run};
 pub use config::{Config, VARIABLES};
 pub use control_plane::{
-    ADMIN_TOKEN, ControlPlane, Pids, State, Status, USER1_TOKEN, apiserver_args, env_vars, kubeconfig,
-    parse_assignments, render_env, shell_quote, tokens_csv,
+    ADMIN_TOKEN, ControlPlane, Pids, Running, State, Status, USER1_TOKEN, apiserver_args, env_vars,
+    kubeconfig, parse_assignments, render_env, shell_quote, tokens_csv,
 };
 pub use error::{Error, Result};
 pub use process::{Process, free_port, interrupt, pid_alive, port_in_use, tail};
