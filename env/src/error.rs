@@ -11,13 +11,12 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
     /// A file or directory could not be read or written.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done, with the path.
         what: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
+        /// The cause (in the message, so not a `source()` to repeat it).
+        cause: std::io::Error,
     },
     /// `DIR/state` is missing: the control plane was never brought up there.
     #[error("{}/state not found: run 'up {}' first", .0.display(), .0.display())]
@@ -50,13 +49,12 @@ pub enum Error {
         detail: String,
     },
     /// Generating a certificate or key failed.
-    #[error("certificate {name}: {source}")]
+    #[error("certificate {name}: {cause}")]
     Certificate {
         /// The file's stem (`ca`, `apiserver`, ...).
         name: &'static str,
-        /// rcgen's error.
-        #[source]
-        source: rcgen::Error,
+        /// rcgen's error (in the message).
+        cause: rcgen::Error,
     },
     /// No free loopback port was found.
     #[error("no free port found in 20000-32767")]
@@ -124,10 +122,10 @@ fn tail_section(log: &std::path::Path, tail: &str) -> String {
 }
 
 impl Error {
-    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Error {
+    pub(crate) fn io(what: impl Into<String>, cause: std::io::Error) -> Error {
         Error::Io {
             what: what.into(),
-            source,
+            cause,
         }
     }
 }

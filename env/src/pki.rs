@@ -71,9 +71,9 @@ pub fn apiserver_params() -> Result<CertificateParams> {
             Err(_) => (*s).try_into().map(SanType::DnsName),
         })
         .collect::<Result<_, _>>()
-        .map_err(|source| Error::Certificate {
+        .map_err(|cause| Error::Certificate {
             name: "apiserver",
-            source,
+            cause,
         })?;
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     p.key_usages = vec![
@@ -95,7 +95,7 @@ pub fn front_proxy_client_params() -> CertificateParams {
 }
 
 fn key(name: &'static str) -> Result<KeyPair> {
-    KeyPair::generate().map_err(|source| Error::Certificate { name, source })
+    KeyPair::generate().map_err(|cause| Error::Certificate { name, cause })
 }
 
 fn save(pki: &Path, name: &str, cert_pem: &str, key: &KeyPair) -> Result<()> {
@@ -123,7 +123,7 @@ pub fn ensure(dir: &Path, log: &mut dyn std::io::Write) -> Result<()> {
             .create(&pki)
     };
     mkdir().map_err(|e| Error::io(format!("creating {}", pki.display()), e))?;
-    let cert_err = |name| move |source| Error::Certificate { name, source };
+    let cert_err = |name| move |cause| Error::Certificate { name, cause };
 
     // serving CA + kube-apiserver's serving certificate
     let ca_key = key("ca")?;
