@@ -1,13 +1,17 @@
-//! The local control plane of `scripts/control-plane.sh` (etcd, kube-apiserver,
-//! kube-controller-manager, kube-scheduler), brought up for a test and down on drop.
+//! The local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) of
+//! `kube-api-rewriter-env`, the library behind `kar-env` and `scripts/control-plane.sh`,
+//! brought up for a test and down on drop.
 
 use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{ExitStatus, Output};
 
-use crate::{kube_bin_dir, kubectl, temp_dir, workspace};
+use kube_api_rewriter_env::{Command, Config};
 
-/// etcd + kube-apiserver from `scripts/control-plane.sh`; `down` on drop.
+use crate::{kube_bin_dir, kubectl, temp_dir};
+
+/// etcd + kube-apiserver + controller-manager + scheduler; `down` on drop.
 pub struct ControlPlane {
     pub dir: PathBuf,
     pub env: HashMap<String, String>,
@@ -15,44 +19,60 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     pub fn up() -> ControlPlane {
-        let dir = temp_dir("cp");
+        Self::up_in(temp_dir("cp"), &[])
+    }
+
+    fn up_in(dir: PathBuf, env: &[(&str, &str)]) -> ControlPlane {
         let mut cp = ControlPlane {
             dir,
             env: HashMap::new(),
         };
-        let out = cp.script("up");
+        let out = cp.script_env("up", env);
         assert!(
             out.status.success(),
             "control plane up failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let text = std::fs::read_to_string(cp.dir.join("env")).expect("env file");
-        let mut env = HashMap::new();
-        for line in text.lines() {
-            if let Some((k, v)) = line.strip_prefix("export ").and_then(|l| l.split_once('=')) {
-                env.insert(k.to_owned(), v.trim_matches('\'').to_owned());
-            }
-        }
-        cp.env = env;
+        cp.env = cp.inner(&[]).env().expect("env file").into_iter().collect();
         cp
+    }
+
+    fn inner(&self, env: &[(&str, &str)]) -> kube_api_rewriter_env::ControlPlane {
+        let config = Config::from_vars(|k| {
+            if let Some((_, v)) = env.iter().find(|(n, _)| *n == k) {
+                return Some((*v).to_owned());
+            }
+            if k == "KUBE_BIN_DIR" {
+                return Some(kube_bin_dir().display().to_string());
+            }
+            std::env::var(k).ok()
+        })
+        .expect("control plane configuration");
+        kube_api_rewriter_env::ControlPlane::new(&self.dir, config)
     }
 
     pub fn script(&self, cmd: &str) -> Output {
         self.script_env(cmd, &[])
     }
 
-    /// `control-plane.sh CMD DIR` with extra environment (e.g. `KAR_STOP_TIMEOUT`).
+    /// `kar-env CMD DIR` (as `scripts/control-plane.sh CMD DIR`) in this process, with extra
+    /// environment (e.g. `KAR_STOP_TIMEOUT`); its log is the output's stderr.
     pub fn script_env(&self, cmd: &str, env: &[(&str, &str)]) -> Output {
-        let mut c = Command::new("bash");
-        c.arg(workspace().join("scripts/control-plane.sh"))
-            .arg(cmd)
-            .arg(&self.dir)
-            .env("KUBE_BIN_DIR", kube_bin_dir())
-            .stdin(Stdio::null());
-        for (k, v) in env {
-            c.env(k, v);
+        let command = Command::from_name(cmd).unwrap_or_else(|| panic!("no command {cmd}"));
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let code = match kube_api_rewriter_env::run(command, &self.inner(env), &mut stdout, &mut stderr) {
+            Ok(true) => 0,
+            Ok(false) => 1,
+            Err(e) => {
+                stderr.extend_from_slice(format!("ERROR: {e}\n").as_bytes());
+                1
+            }
+        };
+        Output {
+            status: ExitStatus::from_raw(code << 8),
+            stdout,
+            stderr,
         }
-        c.output().expect("control-plane.sh runs")
     }
 
     pub fn get(&self, k: &str) -> &str {
@@ -87,30 +107,6 @@ impl ControlPlane {
     pub fn up_with_apiserver_args(args: impl FnOnce(&Path) -> String) -> ControlPlane {
         let dir = temp_dir("cp");
         let extra = args(&dir);
-        let mut cp = ControlPlane {
-            dir,
-            env: HashMap::new(),
-        };
-        let out = Command::new("bash")
-            .arg(workspace().join("scripts/control-plane.sh"))
-            .arg("up")
-            .arg(&cp.dir)
-            .env("KUBE_BIN_DIR", kube_bin_dir())
-            .env("KAR_APISERVER_EXTRA_ARGS", extra)
-            .stdin(Stdio::null())
-            .output()
-            .expect("control-plane.sh runs");
-        assert!(
-            out.status.success(),
-            "control plane up failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = std::fs::read_to_string(cp.dir.join("env")).expect("env file");
-        for line in text.lines() {
-            if let Some((k, v)) = line.strip_prefix("export ").and_then(|l| l.split_once('=')) {
-                cp.env.insert(k.to_owned(), v.trim_matches('\'').to_owned());
-            }
-        }
-        cp
+        Self::up_in(dir, &[("KAR_APISERVER_EXTRA_ARGS", &extra)])
     }
 }

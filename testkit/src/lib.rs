@@ -1,6 +1,6 @@
 //! What the workspace's end-to-end tests share: the real local control plane
-//! (`scripts/control-plane.sh`), the `kube-api-rewriter` binary as a child process, curl,
-//! kubectl and openssl, and a way to run test doubles. Test code only (`publish = false`).
+//! (`kube-api-rewriter-env`, behind `scripts/control-plane.sh`), the `kube-api-rewriter`
+//! binary as a child process, curl, kubectl and openssl, and a way to run test doubles. Test code only (`publish = false`).
 #![allow(missing_docs)]
 
 mod aggregated;
