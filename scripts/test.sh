@@ -68,13 +68,13 @@ if [[ -n $literals ]]; then
   exit 1
 fi
 
-step "modules side by side import no cycle: core, controller, proxy (tools/module-cycles)"
+step "modules side by side import no cycle: core, controller, proxy, env (tools/module-cycles)"
 # A crate joins by its directory on the last line.
 cycles=(--locked -j"$jobs" --manifest-path tools/module-cycles/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}")
 cargo fmt --manifest-path tools/module-cycles/Cargo.toml -- --check
 cargo clippy "${cycles[@]}" --all-targets -- -D warnings
 cargo test "${cycles[@]}" -q
-cargo run "${cycles[@]}" -q -- rewriter/core controller rewriter/proxy
+cargo run "${cycles[@]}" -q -- rewriter/core controller rewriter/proxy env
 
 step "library crates choose no Kubernetes version; the Layer carries no server stack"
 for lib in kube-api-rewriter kube-api-rewriter-layer; do

@@ -20,9 +20,9 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use super::Walker;
 use crate::error::{Error, Result};
 use crate::json::{Scanner, Str};
-use super::Walker;
 use crate::rules::plan::{Leaf, Node, Which};
 use crate::{Direction, Rules};
 
