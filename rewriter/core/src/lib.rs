@@ -163,9 +163,9 @@ pub use route::ResponseBody;
 /// use kube_api_rewriter::{BodyMode, ProxyMode, Route, Rules};
 /// let rules = Rules::builtin_kubevirt();
 /// let r = Route::new(&rules, ProxyMode::Api, "GET", "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines?watch=1");
-/// assert_eq!(r.upstream_path, "/apis/internal.virtualization.deckhouse.io/v1/namespaces/ns/internalvirtualizationvirtualmachines?watch=1");
-/// assert!(r.rewrite_bodies);
-/// assert_eq!(r.response, BodyMode::Watch);
+/// assert_eq!(r.upstream_path(), "/apis/internal.virtualization.deckhouse.io/v1/namespaces/ns/internalvirtualizationvirtualmachines?watch=1");
+/// assert!(r.rewrite_bodies());
+/// assert_eq!(r.response(), BodyMode::Watch);
 /// ```
 pub use route::Route;
 /// True for JSON media types (`application/json`, `...+json`), parameters ignored.

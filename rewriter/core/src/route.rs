@@ -6,8 +6,8 @@
 //! use kube_api_rewriter::{BodyMode, ProxyMode, Route, Rules};
 //! let rules = Rules::builtin_kubevirt();
 //! let r = Route::new(&rules, ProxyMode::Api, "GET", "/apis/kubevirt.io/v1/namespaces/ns/virtualmachines?watch=1");
-//! assert_eq!(r.upstream_path, "/apis/internal.virtualization.deckhouse.io/v1/namespaces/ns/internalvirtualizationvirtualmachines?watch=1");
-//! assert_eq!(r.response, BodyMode::Watch);
+//! assert_eq!(r.upstream_path(), "/apis/internal.virtualization.deckhouse.io/v1/namespaces/ns/internalvirtualizationvirtualmachines?watch=1");
+//! assert_eq!(r.response(), BodyMode::Watch);
 //! ```
 
 use std::borrow::Cow;

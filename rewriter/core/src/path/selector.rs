@@ -261,7 +261,7 @@ fn label_replacements(
 /// ```
 /// use kube_api_rewriter::{Direction, Rules, path::rewrite_label_selector};
 /// let rules = Rules::builtin_kubevirt();
-/// let s = rewrite_label_selector(&rules.labels, Direction::Rename, "kubevirt.io/created-by!=x, tier");
+/// let s = rewrite_label_selector(rules.labels(), Direction::Rename, "kubevirt.io/created-by!=x, tier");
 /// assert_eq!(s.as_deref(), Some("kubevirt.internal.virtualization.deckhouse.io/created-by!=x, tier"));
 /// ```
 pub fn rewrite_label_selector(labels: &NameRules, dir: Direction, selector: &str) -> Option<String> {
