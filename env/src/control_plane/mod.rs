@@ -35,7 +35,8 @@ const SCHEDULER: &str = "kube-scheduler";
 /// What [`ControlPlane::status`] found.
 #[derive(Debug, Clone)]
 pub struct Status {
-    /// One line per component, as `status` prints them.
+    /// One line per component, as `status` prints them: running (with its PID), stopped, or
+    /// exited on its own (with the end of its log).
     pub lines: Vec<String>,
     /// All four run.
     pub all_up: bool,
@@ -437,12 +438,22 @@ impl ControlPlane {
             (KCM, None),
             (SCHEDULER, None),
         ] {
-            match self.process(&dir, name).running() {
-                Some(pid) => lines.push(match addr {
+            let process = self.process(&dir, name);
+            match (process.running(), process.pid()) {
+                (Some(pid), _) => lines.push(match addr {
                     Some(a) => format!("{name}: running pid {pid} {a}"),
                     None => format!("{name}: running pid {pid}"),
                 }),
-                None => {
+                // A PID file without its process: it died (`down` removes the files).
+                (None, Some(pid)) => {
+                    lines.push(format!(
+                        "{name}: exited (pid {pid}); the end of {}:\n{}",
+                        process.log_file().display(),
+                        process.log_tail()
+                    ));
+                    all_up = false;
+                }
+                (None, None) => {
                     lines.push(format!("{name}: stopped"));
                     all_up = false;
                 }
