@@ -205,4 +205,53 @@ mod tests {
             None
         );
     }
+
+    /// The layers below answer some requests themselves (a webhook path the rules do not name,
+    /// a body over the limit): those are counted too, as the proxy's answers.
+    #[tokio::test]
+    async fn a_request_refused_below_is_counted_as_the_proxys_answer() {
+        use kube_api_rewriter::{ProxyMode, Rules};
+        use kube_api_rewriter_layer::{Exchange, Limits, NoMetrics, ShutdownSignal};
+
+        let metrics = Metrics::new();
+        let (svc, _handle) = mock();
+        let svc = MetricsLayer::new("webhook", Arc::clone(&metrics)).layer(
+            super::super::limits::LimitLayer::new(1 << 20)
+                .rule_paths_only(true)
+                .layer(svc),
+        );
+        let req = http::Request::post("/not-a-webhook")
+            .body(body::empty())
+            .expect("request");
+        let exchange = Exchange::new(
+            Arc::new(Rules::builtin_kubevirt()),
+            ProxyMode::Webhook,
+            &req,
+            Limits::default(),
+            ShutdownSignal::never(),
+            Arc::new(NoMetrics),
+        );
+        let routed = Routed {
+            exchange,
+            req,
+            splice: false,
+            body_stall: None,
+        };
+        let resp = svc.oneshot(routed).await.expect("answered");
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        let t = text(&metrics);
+        let refused = ["name=\"webhook\"", "status=\"404\"", "error=\"1\""];
+        assert_eq!(
+            sample(&t, "kube_api_rewriter_client_requests_total", &refused[..1]),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(&t, "kube_api_rewriter_requests_handled_total", &refused),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(&t, "kube_api_rewriter_target_responses_total", &refused[..2]),
+            None
+        );
+    }
 }
