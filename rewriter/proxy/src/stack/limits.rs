@@ -1,9 +1,8 @@
 //! What a request may be: on a webhook listener that serves the rules' paths only, a path no
 //! webhook rule names is answered 404; a request that declares a body over the limit is
-//! answered 413 at once, and every body is read through a cap, so a streamed one (chunked, or
-//! an upgrade's) cannot run past it either. (The rewriting path reads rewritten bodies whole
-//! under the same cap, and tells a send that failed on the cap, 413, from an unavailable
-//! upstream.)
+//! answered 413 at once, and a spliced upgrade's body is read through the cap. (The rewriting
+//! path caps every other body, read whole or streamed, and tells a send that failed on the
+//! cap, 413, from an unavailable upstream.)
 
 use std::future::Future;
 use std::pin::Pin;
@@ -87,7 +86,10 @@ where
             let limit = max;
             return Box::pin(async move { Ok(answer(Error::BodyTooLarge { limit })) });
         }
-        if !http_body::Body::is_end_stream(r.req.body()) {
+        // The rewriting path caps every other body itself (and tells a send that failed on the
+        // cap from an unavailable upstream); a spliced upgrade's goes up untouched, so it is
+        // capped here.
+        if r.splice && !http_body::Body::is_end_stream(r.req.body()) {
             let b = std::mem::replace(r.req.body_mut(), body::empty());
             *r.req.body_mut() = body::boxed(Limited::new(b, max));
         }
@@ -155,7 +157,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_streamed_body_fails_at_the_limit() {
+    async fn a_streamed_upgrade_body_fails_at_the_limit() {
         let (svc, mut handle) = mock();
         let chunks = futures::stream::iter(
             ["01234", "56789", "a"]
@@ -164,7 +166,9 @@ mod tests {
         let req = Request::post(VMS)
             .body(body::boxed(http_body_util::StreamBody::new(chunks)))
             .expect("request");
-        let call = tokio::spawn(LimitLayer::new(10).layer(svc).oneshot(routed_req(req)));
+        let mut routed = routed_req(req);
+        routed.splice = true;
+        let call = tokio::spawn(LimitLayer::new(10).layer(svc).oneshot(routed));
         let (r, send) = handle.next_request().await.expect("forwarded");
         let read = r.req.into_body().collect().await;
         let e = read.expect_err("over the limit");
